@@ -1,0 +1,190 @@
+"""Plumbing shared by every discrete kernel: the Pyro ``MCMCKernel`` interface.
+
+A concrete kernel supplies two pure functions on batched tensors, in the style of
+BlackJAX's ``init``/``step`` pairs: :meth:`DiscreteKernel._init_state` and
+:meth:`DiscreteKernel._step`. States are named tuples with at least ``codes`` (long
+``[C, D]``) and ``log_joint`` (``[C]``); step infos are named tuples of ``[C]`` tensors,
+recorded per draw and returned by :meth:`DiscreteKernel.diagnostics`.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from typing import Dict, List, NamedTuple, Optional, Tuple
+
+import torch
+from pyro.infer.autoguide.initialization import init_to_sample
+from pyro.infer.mcmc.mcmc_kernel import MCMCKernel
+
+from pyro_gwg.energy import DiscreteEnergy
+from pyro_gwg.sites import UnsupportedModelError
+
+__all__ = ["DiscreteKernel"]
+
+
+class DiscreteKernel(MCMCKernel):
+    """Base class of the pyro-gwg kernels; works with :class:`pyro.infer.MCMC`.
+
+    :param callable model: a Pyro model whose latent sites are discrete.
+    :param bool jit_compile: compile the log joint and its gradient (forward and
+        backward pass) with :func:`torch.jit.trace`.
+    :param int max_plate_nesting: bound on nested plates; guessed when ``None``.
+    :param callable init_strategy: Pyro per-site initialisation strategy
+        (default :func:`~pyro.infer.autoguide.initialization.init_to_sample`).
+
+    Per-draw statistics (after warmup) come back from :meth:`diagnostics`:
+    ``accepted``, ``accept_prob``, ``num_changed`` (coordinates changed by the
+    proposal) and ``log_joint`` (of the state after the step), each a tensor with
+    one entry per draw, plus ``acceptance rate`` and an empty ``divergences`` list
+    (which ``mcmc.summary()`` and ``arviz.from_pyro`` expect).
+
+    Runners that batch chains set :attr:`vectorized_chains` before :meth:`setup`;
+    samples and statistics then carry a leading chain dimension.
+    """
+
+    def __init__(
+        self,
+        model=None,
+        *,
+        jit_compile: bool = False,
+        max_plate_nesting: Optional[int] = None,
+        init_strategy=init_to_sample,
+    ) -> None:
+        self.model = model
+        self.jit_compile = jit_compile
+        self.max_plate_nesting = max_plate_nesting
+        self.init_strategy = init_strategy
+        self.transforms: Dict[str, object] = {}
+        self.vectorized_chains = 1
+        self.energy: Optional[DiscreteEnergy] = None
+        self._initial_params: Optional[Dict[str, torch.Tensor]] = None
+        self._reset()
+
+    # --------------------------------------------------------------- subclass API
+    @abstractmethod
+    def _init_state(self, codes: torch.Tensor) -> NamedTuple:
+        """Kernel state at ``codes`` (long ``[C, D]``)."""
+
+    @abstractmethod
+    def _step(self, state: NamedTuple) -> Tuple[NamedTuple, NamedTuple]:
+        """One transition of every chain: ``(new_state, info)``."""
+
+    def _adapt(self, info: NamedTuple) -> None:
+        """Warmup adaptation hook, called after every warmup step (default: none)."""
+
+    # --------------------------------------------------------------- Pyro interface
+    def _reset(self) -> None:
+        self._t = 0
+        self._warmup_steps = 0
+        self._state = None
+        self._params: Optional[Dict[str, torch.Tensor]] = None
+        self._phase_accepted = 0
+        self._phase_draws = 0
+        self._draw_stats: Dict[str, List[torch.Tensor]] = {}
+
+    def setup(self, warmup_steps: int, *args, **kwargs) -> None:
+        if self.model is None:
+            raise UnsupportedModelError(
+                "{} needs a model: {}(model).".format(type(self).__name__, type(self).__name__)
+            )
+        self._reset()
+        self._warmup_steps = warmup_steps
+        self.energy = DiscreteEnergy(
+            self.model,
+            args,
+            kwargs,
+            max_plate_nesting=self.max_plate_nesting,
+            jit_compile=self.jit_compile,
+            init_strategy=self.init_strategy,
+        )
+        if not bool((self.energy.layout.num_values() > 1).any()):
+            raise UnsupportedModelError(
+                "Every latent discrete site of the model has a single possible value; "
+                "there is nothing to sample."
+            )
+        if self._initial_params is not None:
+            codes = self.energy.codes_from_values(self._with_chain_dim(self._initial_params))
+            self.energy.check_initial(codes)
+        else:
+            codes = self.energy.initial_codes(self.vectorized_chains)
+        self.energy.warn_gradient_blind_categoricals(codes[:1])
+        self._state = self._init_state(codes)
+        self._params = self._params_from_codes(codes)
+        self._initial_params = self._params
+
+    @property
+    def initial_params(self) -> Optional[Dict[str, torch.Tensor]]:
+        return self._initial_params
+
+    @initial_params.setter
+    def initial_params(self, params: Dict[str, torch.Tensor]) -> None:
+        self._initial_params = params
+
+    def sample(self, params: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+        if params is not self._params:  # the caller changed the state: start from it
+            self._state = self._init_state(
+                self.energy.codes_from_values(self._with_chain_dim(params))
+            )
+        self._state, info = self._step(self._state)
+        warmup = self._t < self._warmup_steps
+        if self._t == self._warmup_steps:  # first draw after warmup: count afresh
+            self._phase_accepted = self._phase_draws = 0
+        self._t += 1
+        if warmup:
+            self._adapt(info)
+        accepted = int(info.accepted.sum())
+        self._phase_accepted += accepted
+        self._phase_draws += info.accepted.numel()
+        if not warmup:
+            self._record(info)
+        if accepted:
+            self._params = self._params_from_codes(self._state.codes)
+        return self._params
+
+    def logging(self) -> Dict[str, str]:
+        rate = self._phase_accepted / max(self._phase_draws, 1)
+        return {"acc. rate": "{:.3f}".format(rate)}
+
+    def diagnostics(self) -> Dict[str, object]:
+        stats: Dict[str, object] = {"divergences": []}
+        draws = {k: torch.stack(v) for k, v in self._draw_stats.items()}
+        if self.vectorized_chains == 1:
+            draws = {k: v.squeeze(-1) for k, v in draws.items()}
+        if "accepted" in draws:
+            stats["acceptance rate"] = float(draws["accepted"].float().mean())
+        stats.update(draws)
+        return stats
+
+    def cleanup(self) -> None:
+        self._initial_params = None
+        self._reset()
+
+    def __getstate__(self):
+        # compiled functions and traces do not pickle; setup() rebuilds them
+        state = self.__dict__.copy()
+        state.update(energy=None, _state=None, _params=None, _draw_stats={})
+        return state
+
+    # --------------------------------------------------------------- helpers
+    @property
+    def state(self) -> Optional[NamedTuple]:
+        """Current batched kernel state (``codes [C, D]``, ``log_joint [C]``, ...)."""
+        return self._state
+
+    def _record(self, info: NamedTuple) -> None:
+        for name, value in info._asdict().items():
+            self._draw_stats.setdefault(name, []).append(value)
+        self._draw_stats.setdefault("log_joint", []).append(self._state.log_joint)
+
+    def _with_chain_dim(self, values: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+        if self.vectorized_chains > 1:
+            return values
+        return {k: torch.as_tensor(v).unsqueeze(0) for k, v in values.items()}
+
+    def _params_from_codes(self, codes: torch.Tensor) -> Dict[str, torch.Tensor]:
+        # float values: pyro.infer.MCMC concatenates samples of all sites
+        dtype = torch.get_default_dtype()
+        values = self.energy.values_from_codes(codes)
+        if self.vectorized_chains == 1:
+            return {k: v[0].to(dtype) for k, v in values.items()}
+        return {k: v.to(dtype) for k, v in values.items()}

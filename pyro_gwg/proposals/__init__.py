@@ -1,0 +1,29 @@
+"""Pure, batched tensor functions: proposal logits, sampling, log q, MH acceptance."""
+
+from pyro_gwg.proposals.gwg import (
+    GWGInfo,
+    GWGState,
+    coordinate_log_probs,
+    gwg_init,
+    gwg_step,
+    move_log_prob,
+    proposal_logits,
+    sample_move,
+)
+from pyro_gwg.proposals.layout import CoordinateLayout
+from pyro_gwg.proposals.mh import accept_probability, metropolis_hastings, select
+
+__all__ = [
+    "CoordinateLayout",
+    "GWGInfo",
+    "GWGState",
+    "accept_probability",
+    "coordinate_log_probs",
+    "gwg_init",
+    "gwg_step",
+    "metropolis_hastings",
+    "move_log_prob",
+    "proposal_logits",
+    "sample_move",
+    "select",
+]

@@ -1,0 +1,260 @@
+"""Discovery and encoding of the latent discrete sites of a Pyro model.
+
+Every latent discrete site is classified into one of four *kinds*:
+
+=============== ============================================= ======================
+kind            distributions                                 value the model sees
+=============== ============================================= ======================
+``binary``      ``Bernoulli`` (support ``boolean``)           float 0./1.
+``categorical`` ``Categorical``                               long index
+``one-hot``     ``OneHotCategorical`` (support ``one_hot``)   float one-hot vector
+``ordinal``     ``Binomial``, ``BetaBinomial``, any           float integer value
+                ``integer_interval`` support; ``Poisson``,
+                ``Geometric``, ``NegativeBinomial`` (unbounded,
+                moved by +-1)
+=============== ============================================= ======================
+
+Wrappers (``.to_event``, ``.expand``, ``.mask``) are looked through. Each site owns a
+contiguous slice of the flat coordinate vector used by the kernels (see
+:mod:`pyro_gwg.proposals.layout`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, List, Optional
+
+import torch
+import torch.nn.functional as F
+from pyro.distributions import constraints
+from pyro.distributions.torch_distribution import ExpandedDistribution, MaskedDistribution
+from torch.distributions import Categorical, Independent
+
+from pyro_gwg.proposals.layout import CoordinateLayout
+
+__all__ = [
+    "BINARY",
+    "CATEGORICAL",
+    "DiscreteSite",
+    "ONE_HOT",
+    "ORDINAL",
+    "UnsupportedModelError",
+    "build_layout",
+    "classify_site",
+    "unwrap_distribution",
+]
+
+BINARY = "binary"
+CATEGORICAL = "categorical"
+ONE_HOT = "one-hot"
+ORDINAL = "ordinal"
+
+_SUPPORTED = (
+    "Bernoulli, Categorical, OneHotCategorical, Binomial and other distributions with "
+    "integer_interval support, Poisson, Geometric and other distributions with "
+    "nonnegative_integer or positive_integer support"
+)
+
+
+class UnsupportedModelError(ValueError):
+    """A model (or a site of it) that pyro-gwg cannot sample; the message says why."""
+
+
+def unwrap_distribution(fn):
+    """The innermost distribution below ``Independent``, expanded and masked wrappers."""
+    while isinstance(fn, (Independent, MaskedDistribution, ExpandedDistribution)):
+        fn = fn.base_dist
+    return fn
+
+
+def _base_constraint(support):
+    while isinstance(support, constraints.independent):
+        support = support.base_constraint
+    return support
+
+
+@dataclass
+class DiscreteSite:
+    """One latent discrete site and its slice of the flat coordinate vector.
+
+    :ivar str name: site name.
+    :ivar str kind: one of ``binary``, ``categorical``, ``one-hot``, ``ordinal``.
+    :ivar str dist_name: class name of the (unwrapped) distribution, for messages.
+    :ivar torch.Size batch_shape: batch shape of the site's distribution.
+    :ivar torch.Size event_shape: event shape of the site's distribution.
+    :ivar int num_categories: ``K`` for (one-hot) categorical sites, else 0.
+    :ivar torch.Tensor lower: float lower bound per coordinate (scalar kinds).
+    :ivar torch.Tensor upper: float upper bound per coordinate (``inf`` if unbounded).
+    :ivar int offset: first flat coordinate of this site.
+    """
+
+    name: str
+    kind: str
+    dist_name: str
+    batch_shape: torch.Size
+    event_shape: torch.Size
+    num_categories: int = 0
+    lower: Optional[torch.Tensor] = None
+    upper: Optional[torch.Tensor] = None
+    offset: int = 0
+    _numel: int = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._numel = self.coord_shape.numel()
+
+    @property
+    def value_shape(self) -> torch.Size:
+        """Shape of the site's value in an unbatched run of the model."""
+        return self.batch_shape + self.event_shape
+
+    @property
+    def coord_shape(self) -> torch.Size:
+        """Shape of the site's coordinates (the value shape without a one-hot axis)."""
+        shape = self.value_shape
+        return shape[:-1] if self.kind == ONE_HOT else shape
+
+    @property
+    def num_coords(self) -> int:
+        """Number of flat coordinates of the site."""
+        return self._numel
+
+    @property
+    def is_scalar(self) -> bool:
+        """True for binary and ordinal sites (one number per coordinate)."""
+        return self.kind in (BINARY, ORDINAL)
+
+    @property
+    def grad_width(self) -> int:
+        """Gradient entries per coordinate: 1, or ``K`` for (one-hot) categoricals."""
+        return 1 if self.is_scalar else self.num_categories
+
+    def model_shape(self, num_chains: int, vectorized: bool, max_plate_nesting: int):
+        """Shape of the value handed to the model.
+
+        Unbatched runs (``vectorized=False``, one chain) see the site's own shape;
+        batched runs get a chain dimension at ``-(max_plate_nesting + 1)``, left of
+        every plate dimension, as in Pyro's vectorised particles.
+        """
+        if not vectorized:
+            return self.value_shape
+        pad = max_plate_nesting - len(self.batch_shape)
+        return torch.Size((num_chains,) + (1,) * pad) + self.value_shape
+
+    def encode(self, codes: torch.Tensor) -> torch.Tensor:
+        """Model value from codes ``[..., *coord_shape]`` (long)."""
+        if self.kind == CATEGORICAL:
+            return codes
+        if self.kind == ONE_HOT:
+            return F.one_hot(codes, self.num_categories).to(torch.get_default_dtype())
+        return codes.to(torch.get_default_dtype())
+
+    def decode(self, value: torch.Tensor) -> torch.Tensor:
+        """Codes (long) from a model value ``[..., *value_shape]``."""
+        if self.kind == ONE_HOT:
+            return value.argmax(-1)
+        return value.round().long() if value.is_floating_point() else value.long()
+
+    def describe(self) -> str:
+        """Short human-readable description, e.g. ``'z' (Categorical, 3 categories)``."""
+        if self.kind in (CATEGORICAL, ONE_HOT):
+            detail = "{} categories".format(self.num_categories)
+        elif self.kind == BINARY:
+            detail = "binary"
+        else:
+            detail = "ordinal"
+        return "'{}' ({}, {}, shape {})".format(
+            self.name, self.dist_name, detail, tuple(self.value_shape)
+        )
+
+
+def classify_site(name: str, fn, value: torch.Tensor) -> DiscreteSite:
+    """Classify a latent sample site; raise :class:`UnsupportedModelError` if impossible.
+
+    :param str name: site name.
+    :param fn: the site's distribution.
+    :param torch.Tensor value: a value of the site (for shapes).
+    :rtype: DiscreteSite
+    """
+    base_dist = unwrap_distribution(fn)
+    dist_name = type(base_dist).__name__
+    try:
+        support = _base_constraint(fn.support)
+        is_discrete = support.is_discrete
+    except NotImplementedError:
+        raise UnsupportedModelError(
+            "Cannot determine the support of latent site '{}' ({}): its support is "
+            "not a fixed constraint. pyro-gwg supports {}. Give the distribution a "
+            "concrete discrete support, observe the site, or mark it "
+            "infer={{'enumerate': 'parallel'}} to sum it out.".format(name, dist_name, _SUPPORTED)
+        ) from None
+    if not is_discrete:
+        raise UnsupportedModelError(
+            "Latent site '{}' is continuous ({}, support {}). GWG and the other "
+            "pyro-gwg kernels sample discrete sites only. A model with continuous "
+            "latent sites needs a mixed kernel that alternates HMC/NUTS on the "
+            "continuous sites with a discrete kernel (pyro_gwg.MixedGibbs, planned); "
+            "until then, observe the site (pyro.condition), integrate it out "
+            "analytically, or sample the model with Pyro's NUTS after marking the "
+            "discrete sites infer={{'enumerate': 'parallel'}}.".format(name, dist_name, support)
+        )
+    batch_shape, event_shape = fn.batch_shape, fn.event_shape
+    if tuple(value.shape) != tuple(batch_shape + event_shape):
+        batch_shape = value.shape[: value.dim() - len(event_shape)]
+    kwargs = dict(name=name, dist_name=dist_name, batch_shape=batch_shape, event_shape=event_shape)
+    if isinstance(support, type(constraints.boolean)):
+        return _scalar_site(BINARY, 0.0, 1.0, **kwargs)
+    if isinstance(support, type(constraints.one_hot)):
+        return DiscreteSite(kind=ONE_HOT, num_categories=int(event_shape[-1]), **kwargs)
+    if isinstance(base_dist, Categorical):
+        return DiscreteSite(
+            kind=CATEGORICAL, num_categories=int(base_dist.logits.shape[-1]), **kwargs
+        )
+    if isinstance(support, constraints.integer_interval):
+        return _scalar_site(ORDINAL, support.lower_bound, support.upper_bound, **kwargs)
+    if isinstance(support, type(constraints.nonnegative_integer)):
+        return _scalar_site(ORDINAL, support.lower_bound, float("inf"), **kwargs)
+    if isinstance(support, constraints._Integer):
+        return _scalar_site(ORDINAL, -float("inf"), float("inf"), **kwargs)
+    raise UnsupportedModelError(
+        "Cannot determine the support of latent site '{}' ({}, support {}): it is "
+        "discrete but not a form pyro-gwg knows. pyro-gwg supports {}. Rewrite the "
+        "site with one of these, or mark it infer={{'enumerate': 'parallel'}} to sum "
+        "it out.".format(name, dist_name, support, _SUPPORTED)
+    )
+
+
+def _scalar_site(kind, lower, upper, **kwargs) -> DiscreteSite:
+    site = DiscreteSite(kind=kind, **kwargs)
+    shape = site.coord_shape
+    dtype = torch.get_default_dtype()
+    site.lower = torch.broadcast_to(torch.as_tensor(lower, dtype=dtype), shape).clone()
+    site.upper = torch.broadcast_to(torch.as_tensor(upper, dtype=dtype), shape).clone()
+    return site
+
+
+def build_layout(sites: Iterable[DiscreteSite]) -> CoordinateLayout:
+    """Assign flat offsets to ``sites`` (in order) and build their coordinate layout.
+
+    :param sites: the latent discrete sites.
+    :rtype: ~pyro_gwg.proposals.layout.CoordinateLayout
+    """
+    is_scalar: List[torch.Tensor] = []
+    lower: List[torch.Tensor] = []
+    upper: List[torch.Tensor] = []
+    categories: List[torch.Tensor] = []
+    offset = 0
+    for site in sites:
+        site.offset = offset
+        n = site.num_coords
+        offset += n
+        is_scalar.append(torch.full((n,), site.is_scalar))
+        if site.is_scalar:
+            lower.append(site.lower.reshape(-1).float())
+            upper.append(site.upper.reshape(-1).float())
+        else:
+            lower.append(torch.zeros(n))
+            upper.append(torch.full((n,), float(site.num_categories - 1)))
+        categories.append(torch.full((n,), site.num_categories, dtype=torch.long))
+    return CoordinateLayout(
+        torch.cat(is_scalar), torch.cat(lower), torch.cat(upper), torch.cat(categories)
+    )
