@@ -2,17 +2,17 @@
 
 Every latent discrete site is classified into one of four *kinds*:
 
-=============== ============================================= ======================
-kind            distributions                                 value the model sees
-=============== ============================================= ======================
-``binary``      ``Bernoulli`` (support ``boolean``)           float 0./1.
-``categorical`` ``Categorical``                               long index
-``one-hot``     ``OneHotCategorical`` (support ``one_hot``)   float one-hot vector
-``ordinal``     ``Binomial``, ``BetaBinomial``, any           float integer value
-                ``integer_interval`` support; ``Poisson``,
-                ``Geometric``, ``NegativeBinomial`` (unbounded,
-                moved by +-1)
-=============== ============================================= ======================
+================ ============================================= =====================
+kind             distributions                                 value the model sees
+================ ============================================= =====================
+``binary``       ``Bernoulli`` (support ``boolean``)           float 0./1.
+``categorical``  ``Categorical``                               long index
+``one-hot``      ``OneHotCategorical`` (support ``one_hot``)   float one-hot vector
+``ordinal``      ``Binomial``, ``BetaBinomial``, any           float integer value
+                 ``integer_interval`` support; ``Poisson``,
+                 ``Geometric``, ``NegativeBinomial``
+                 (unbounded, moved by +-1)
+================ ============================================= =====================
 
 Wrappers (``.to_event``, ``.expand``, ``.mask``) are looked through. Each site owns a
 contiguous slice of the flat coordinate vector used by the kernels (see

@@ -1,0 +1,45 @@
+"""Sphinx configuration of the pyro-gwg documentation.
+
+Build with ``sphinx-build -W -b html docs docs/_build/html`` from the repository root.
+"""
+
+import os
+import sys
+
+# Import the package from the checkout, without installing it.
+sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
+
+import pyro_gwg  # noqa: E402
+
+project = "pyro-gwg"
+author = "The pyro-gwg developers"
+copyright = author
+version = pyro_gwg.__version__
+release = pyro_gwg.__version__
+
+extensions = [
+    "sphinx.ext.autodoc",
+    "sphinx.ext.mathjax",
+    "sphinx.ext.viewcode",
+]
+
+# Docstrings are written in Pyro's reST style (":param type name:"), so no napoleon.
+autodoc_member_order = "bysource"
+autodoc_typehints = "none"  # argument types are given in the :param: fields
+autoclass_content = "class"
+
+templates_path = []
+exclude_patterns = ["_build", "Thumbs.db", ".DS_Store"]
+source_suffix = {".rst": "restructuredtext"}
+root_doc = "index"
+
+# Pyro, torch and the standard library are not built here, and intersphinx is off (the
+# build must not need the network): references to them stay plain text.
+nitpicky = False
+
+html_theme = "alabaster"
+html_theme_options = {
+    "description": "Gibbs-With-Gradients for the discrete latent sites of Pyro models",
+    "fixed_sidebar": True,
+}
+html_static_path = []
