@@ -468,6 +468,7 @@ class DiscreteEnergy:
         try:
             with pyro.validation_enabled(False), warnings.catch_warnings():
                 warnings.simplefilter("ignore", category=torch.jit.TracerWarning)
+                warnings.filterwarnings("ignore", "`torch.jit.trace` is deprecated")
                 try:
                     compiled = torch.jit.trace(
                         lambda c: self._value_and_grad(c, vectorized), (codes,), check_trace=False

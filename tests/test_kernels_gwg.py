@@ -2,6 +2,7 @@
 
 import pyro
 import pytest
+import torch
 from exactness import assert_exact, draw_codes
 from pyro.infer import MCMC
 from small_models import BOUNDS, SUITE
@@ -66,3 +67,124 @@ def test_gwg_in_pyro_mcmc_matches_exact_posterior(jit_compile):
     mcmc.run(*args)
     x = mcmc.get_samples(group_by_chain=True)["x"].long()
     assert_exact(x, _exact("coupled_binary_field"))
+
+
+# ---------------------------------------------------------------- Pyro plumbing
+
+
+def run_mcmc(name="coupled_binary_field", num_samples=50, warmup_steps=20, num_chains=1, **kw):
+    model, args = SUITE[name]
+    mcmc = MCMC(
+        GWG(model, **kw),
+        num_samples=num_samples,
+        warmup_steps=warmup_steps,
+        num_chains=num_chains,
+        disable_progbar=True,
+    )
+    mcmc.run(*args)
+    return mcmc
+
+
+def test_samples_summary_and_diagnostics(capsys):
+    pyro.set_rng_seed(0)
+    mcmc = run_mcmc(num_samples=60, num_chains=2)
+    x = mcmc.get_samples(group_by_chain=True)["x"]
+    assert x.shape == (2, 60, 5) and x.dtype == torch.get_default_dtype()
+    assert set(x.unique().tolist()) <= {0.0, 1.0}
+    diag = mcmc.diagnostics()
+    assert {"x", "divergences", "acceptance rate", "accepted", "num_changed", "log_joint"} <= set(
+        diag
+    )
+    for chain in ("chain 0", "chain 1"):
+        assert diag["accepted"][chain].shape == (60,) and diag["accepted"][chain].dtype == torch.bool
+        assert 0 < diag["acceptance rate"][chain] <= 1
+        assert diag["num_changed"][chain].eq(1).all()
+        assert diag["divergences"][chain] == []
+    # the recorded log joint is that of the recorded sample
+    energy = mcmc.kernel.energy
+    last = x[1, -1].long().unsqueeze(0)
+    assert torch.allclose(energy.log_joint(last), diag["log_joint"]["chain 1"][-1:], atol=1e-5)
+    mcmc.summary()
+    out = capsys.readouterr().out
+    assert "x[4]" in out and "Number of divergences: 0" in out
+
+
+def test_arviz_from_pyro_works():
+    import arviz as az
+
+    pyro.set_rng_seed(0)
+    idata = az.from_pyro(run_mcmc(num_samples=40, num_chains=2))
+    assert idata.posterior["x"].shape == (2, 40, 5)
+    assert not idata.sample_stats["diverging"].values.any()
+    assert "y" in idata.log_likelihood
+
+
+def test_progress_bar_shows_the_acceptance_rate():
+    model, args = SUITE["coupled_binary_field"]
+    kernel = GWG(model)
+    kernel.setup(5, *args)
+    params = kernel.initial_params
+    for _ in range(10):
+        params = kernel.sample(params)
+        log = kernel.logging()
+        assert set(log) == {"acc. rate"} and 0 <= float(log["acc. rate"]) <= 1
+
+
+def test_categorical_values_come_back_as_float_indices():
+    pyro.set_rng_seed(0)
+    mcmc = run_mcmc("categorical_index_mixture", num_samples=30)
+    z = mcmc.get_samples()["z"]
+    assert z.shape == (30, 3) and z.is_floating_point()
+    assert set(z.unique().tolist()) <= {0.0, 1.0, 2.0}
+
+
+def test_runs_are_reproducible_under_set_rng_seed():
+    runs = []
+    for _ in range(2):
+        pyro.set_rng_seed(7)
+        runs.append(run_mcmc("mixed_kinds", num_samples=40).get_samples())
+    for name in runs[0]:
+        assert torch.equal(runs[0][name], runs[1][name])
+
+
+def test_initial_params_are_honoured():
+    model, args = SUITE["coupled_binary_field"]
+    start = torch.tensor([1.0, 1.0, 0.0, 0.0, 1.0])
+    mcmc = MCMC(
+        GWG(model), num_samples=1, warmup_steps=0, initial_params={"x": start}, disable_progbar=True
+    )
+    mcmc.run(*args)
+    first = mcmc.get_samples()["x"][0]
+    assert (first != start).sum() <= 1  # one single-flip step from the given state
+
+
+def test_kernel_pickles_and_runs_chains_in_parallel(monkeypatch):
+    import pickle
+
+    import pyro.infer.mcmc.api as mcmc_api
+
+    model, args = SUITE["coupled_binary_field"]
+    kernel = GWG(model, num_flips=2)
+    kernel.setup(5, *args)
+    clone = pickle.loads(pickle.dumps(kernel))
+    assert clone.num_flips == 2 and clone.energy is None
+    # two chains in two processes, even on a machine with few cores
+    monkeypatch.setattr(mcmc_api.mp, "cpu_count", lambda: 4)
+    pyro.set_rng_seed(0)
+    mcmc = MCMC(GWG(model), num_samples=30, warmup_steps=10, num_chains=2, mp_context="spawn")
+    assert type(mcmc.sampler).__name__ == "_MultiSampler"
+    mcmc.run(*args)
+    x = mcmc.get_samples(group_by_chain=True)["x"]
+    assert x.shape == (2, 30, 5)
+    assert not torch.equal(x[0], x[1])
+    assert mcmc.diagnostics()["acceptance rate"]["chain 1"] > 0
+
+
+def test_bad_arguments_are_refused():
+    model, args = SUITE["coupled_binary_field"]
+    with pytest.raises(ValueError, match="num_flips"):
+        GWG(model, num_flips=0)
+    with pytest.raises(ValueError, match="temperature"):
+        GWG(model, temperature=0.0)
+    with pytest.raises(ValueError, match="needs a model"):
+        GWG().setup(0, *args)

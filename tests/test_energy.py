@@ -1,0 +1,293 @@
+"""The energy bridge: log joint and gradients from a model's trace, and its errors."""
+
+import warnings
+
+import pyro
+import pyro.distributions as dist
+import pytest
+import torch
+from pyro import poutine
+from pyro.infer.autoguide.initialization import init_to_value
+from small_models import SUITE
+
+from pyro_gwg import DiscreteEnergy, UnsupportedModelError
+from pyro_gwg.sites import BINARY, CATEGORICAL, ONE_HOT, ORDINAL
+
+pytestmark = pytest.mark.filterwarnings("ignore:Categorical site")
+
+
+def manual_grad(fn, *values):
+    values = [v.detach().clone().requires_grad_(True) for v in values]
+    f = fn(*values)
+    return f.detach(), torch.autograd.grad(f, values)
+
+
+def test_binary_model_value_and_grad():
+    logits = torch.tensor([0.5, -1.0, 2.0])
+    y = torch.tensor(1.3)
+
+    def model(y, scale=0.7):
+        with pyro.plate("bits", 3):
+            x = pyro.sample("x", dist.Bernoulli(logits=logits))
+        pyro.factor("pair", 0.4 * x[..., 0:1] * x[..., 1:2])
+        pyro.sample("y", dist.Normal(x.sum(-1, keepdim=True), scale), obs=y)
+
+    def manual(x):
+        return (
+            dist.Bernoulli(logits=logits).log_prob(x).sum()
+            + 0.4 * x[0] * x[1]
+            + dist.Normal(x.sum(), 0.5).log_prob(y)
+        )
+
+    energy = DiscreteEnergy(model, (y,), {"scale": 0.5})
+    assert [(s.name, s.kind) for s in energy.sites] == [("x", BINARY)]
+    codes = torch.tensor([[1, 0, 1]])
+    f, grad = energy.value_and_grad(codes)
+    f_ref, (g_ref,) = manual_grad(manual, codes[0].float())
+    assert torch.allclose(f, f_ref.reshape(1))
+    assert grad.shape == (1, 3, 2)
+    assert torch.allclose(grad[0, :, 0], g_ref) and (grad[..., 1] == 0).all()
+
+
+def test_one_hot_gradient_is_own_logits_plus_the_downstream_gradient():
+    logits = torch.tensor([0.2, -0.4, 0.1])
+    locs = torch.tensor([-1.0, 0.5, 2.0])
+
+    def model():
+        z = pyro.sample("z", dist.OneHotCategorical(logits=logits))
+        pyro.sample("y", dist.Normal(z @ locs, 0.5), obs=torch.tensor(0.8))
+
+    energy = DiscreteEnergy(model)
+    assert energy.sites[0].kind == ONE_HOT
+    f, grad = energy.value_and_grad(torch.tensor([[2]]))
+    z = torch.tensor([0.0, 0.0, 1.0])
+    _, (g_down,) = manual_grad(lambda z: dist.Normal(z @ locs, 0.5).log_prob(torch.tensor(0.8)), z)
+    own = logits - logits.logsumexp(-1)
+    assert torch.allclose(grad[0, 0], own + g_down)
+    expected_f = own[2] + dist.Normal(2.0, 0.5).log_prob(torch.tensor(0.8))
+    assert torch.allclose(f, expected_f.reshape(1))
+
+
+def test_categorical_used_as_index_warns_once_and_uses_its_own_logits():
+    logits = torch.tensor([0.2, -0.4, 0.1])
+
+    def indexed():
+        z = pyro.sample("z", dist.Categorical(logits=logits))
+        pyro.sample("y", dist.Normal(torch.tensor([-1.0, 0.5, 2.0])[z], 0.5), obs=torch.tensor(0.8))
+
+    def unused():
+        pyro.sample("z", dist.Categorical(logits=logits))
+        pyro.sample("y", dist.Normal(0.0, 1.0), obs=torch.tensor(0.8))
+
+    energy = DiscreteEnergy(indexed)
+    assert energy.sites[0].kind == CATEGORICAL
+    with pytest.warns(UserWarning, match="Categorical site 'z'.*OneHotCategorical"):
+        energy.warn_gradient_blind_categoricals(torch.tensor([[1]]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        energy.warn_gradient_blind_categoricals(torch.tensor([[1]]))  # only once
+        DiscreteEnergy(unused).warn_gradient_blind_categoricals(torch.tensor([[0]]))
+    _, grad = energy.value_and_grad(torch.tensor([[1]]))
+    assert torch.allclose(grad[0, 0], logits - logits.logsumexp(-1))
+
+
+def test_ordinal_gradients():
+    def model():
+        k = pyro.sample("k", dist.Binomial(5, 0.3))
+        n = pyro.sample("n", dist.Poisson(2.0))
+        pyro.sample("y", dist.Normal(k - 0.5 * n, 1.0), obs=torch.tensor(1.0))
+
+    def manual(k, n):
+        return (
+            dist.Binomial(5, 0.3).log_prob(k)
+            + dist.Poisson(2.0).log_prob(n)
+            + dist.Normal(k - 0.5 * n, 1.0).log_prob(torch.tensor(1.0))
+        )
+
+    energy = DiscreteEnergy(model)
+    assert [s.kind for s in energy.sites] == [ORDINAL, ORDINAL]
+    assert energy.layout.upper.tolist() == [5.0, float("inf")]
+    f, grad = energy.value_and_grad(torch.tensor([[2, 3]]))
+    f_ref, g_ref = manual_grad(manual, torch.tensor(2.0), torch.tensor(3.0))
+    assert torch.allclose(f, f_ref.reshape(1))
+    assert torch.allclose(grad[0, :, 0], torch.stack(g_ref))
+
+
+def test_enumerated_site_is_summed_out():
+    model, (y,) = SUITE["enumerated_switch"]
+    energy = DiscreteEnergy(model, (y,))
+    assert energy.enumerated == ["c"] and [s.name for s in energy.sites] == ["x"]
+    codes = torch.tensor([[1, 0, 1, 1]])
+    x = codes[0].float()
+    probs = torch.tensor([0.3, 0.5, 0.6, 0.4])
+    terms = torch.stack(
+        [
+            torch.tensor(w).log() + dist.Normal(shift + x.sum(), 0.8).log_prob(y)
+            for w, shift in ((0.3, -1.0), (0.7, 1.5))
+        ]
+    )
+    expected = dist.Bernoulli(probs).log_prob(x).sum() + terms.logsumexp(0)
+    assert torch.allclose(energy.log_joint(codes), expected.reshape(1))
+
+
+def test_scale_and_mask_are_honoured():
+    def model():
+        x = pyro.sample("x", dist.Bernoulli(0.3))
+        with poutine.scale(scale=2.5):
+            pyro.sample("y", dist.Normal(x, 1.0), obs=torch.tensor(0.4))
+        with poutine.mask(mask=False):
+            pyro.sample("ignored", dist.Normal(x, 1.0), obs=torch.tensor(100.0))
+
+    energy = DiscreteEnergy(model)
+    expected = dist.Bernoulli(0.3).log_prob(torch.tensor(1.0)) + 2.5 * dist.Normal(
+        1.0, 1.0
+    ).log_prob(torch.tensor(0.4))
+    assert torch.allclose(energy.log_joint(torch.tensor([[1]])), expected.reshape(1))
+
+
+@pytest.mark.parametrize("name", sorted(SUITE))
+def test_batched_chains_equal_chain_by_chain_evaluation(name):
+    model, args = SUITE[name]
+    energy = DiscreteEnergy(model, args)
+    pyro.set_rng_seed(0)
+    codes = energy.initial_codes(5)
+    f, grad = energy.value_and_grad(codes)
+    for c in range(5):
+        f_c, grad_c = energy.value_and_grad(codes[c : c + 1])
+        assert torch.allclose(f[c : c + 1], f_c, atol=1e-5)
+        assert torch.allclose(grad[c : c + 1], grad_c, atol=1e-5)
+
+
+@pytest.mark.parametrize("num_chains", [1, 4])
+@pytest.mark.parametrize("name", ["coupled_binary_field", "enumerated_switch", "mixed_kinds"])
+def test_jit_compiled_value_and_grad_equals_eager(name, num_chains):
+    model, args = SUITE[name]
+    eager = DiscreteEnergy(model, args)
+    compiled = DiscreteEnergy(model, args, jit_compile=True)
+    pyro.set_rng_seed(0)
+    for _ in range(3):
+        codes = eager.initial_codes(num_chains)
+        f, grad = eager.value_and_grad(codes)
+        f_jit, grad_jit = compiled.value_and_grad(codes)
+        assert torch.allclose(f, f_jit, atol=1e-5) and torch.allclose(grad, grad_jit, atol=1e-5)
+
+
+def test_jit_refuses_value_dependent_control_flow():
+    def model():
+        x = pyro.sample("x", dist.Bernoulli(0.5).expand([3]).to_event(1))
+        if x.sum() > 1:  # Python control flow on a latent value
+            pyro.factor("branch", torch.tensor(2.0))
+
+    energy = DiscreteEnergy(model, jit_compile=True)
+    with pytest.raises(UnsupportedModelError, match="jit_compile=False"):
+        for codes in ([[0, 0, 0]], [[1, 1, 1]]):
+            energy.value_and_grad(torch.tensor(codes))
+
+
+def test_non_finite_gradients_are_sanitised():
+    def model():
+        x = pyro.sample("x", dist.Bernoulli(0.5).expand([2]).to_event(1))
+        pyro.factor("sqrt", x[..., 0].sqrt())  # infinite derivative at 0
+
+    _, grad = DiscreteEnergy(model).value_and_grad(torch.tensor([[0, 1]]))
+    assert torch.isfinite(grad).all()
+
+
+# ---------------------------------------------------------------- bad input
+
+
+def test_continuous_latent_site_is_refused_with_a_pointer_to_the_mixed_kernel():
+    def model():
+        pyro.sample("x", dist.Bernoulli(0.5))
+        pyro.sample("mu", dist.Normal(0.0, 1.0))
+
+    with pytest.raises(UnsupportedModelError, match="'mu' is continuous.*MixedGibbs"):
+        DiscreteEnergy(model)
+
+
+def test_model_without_discrete_latent_sites_is_refused():
+    def model():
+        pyro.sample("y", dist.Bernoulli(0.5), obs=torch.tensor(1.0))
+        pyro.sample(
+            "c", dist.Categorical(torch.ones(2) / 2), infer={"enumerate": "parallel"}
+        )
+
+    with pytest.raises(UnsupportedModelError, match="no latent discrete sites.*'?c'?"):
+        DiscreteEnergy(model)
+
+
+def test_discrete_site_of_unknown_support_is_refused():
+    def model():
+        pyro.sample("counts", dist.Multinomial(3, torch.ones(3) / 3))
+
+    with pytest.raises(UnsupportedModelError, match="Cannot determine the support of latent site 'counts'"):
+        DiscreteEnergy(model)
+
+
+def test_infinite_log_density_at_the_initial_state_names_the_site():
+    def model():
+        x = pyro.sample("x", dist.Bernoulli(0.5).expand([3]).to_event(1))
+        pyro.factor("hard", torch.where(x.sum(-1) > 5, 0.0, -float("inf")))
+
+    with pytest.raises(ValueError, match="initial state is -inf.*'hard'"):
+        DiscreteEnergy(model).initial_codes(1)
+
+
+def test_invalid_user_initial_state_is_refused():
+    def model():
+        x = pyro.sample("x", dist.Bernoulli(0.5).expand([3]).to_event(1))
+        pyro.factor("not_all_zero", torch.where(x.sum(-1) > 0, 0.0, -float("inf")))
+
+    strategy = init_to_value(values={"x": torch.zeros(3)})
+    with pytest.raises(ValueError, match="'not_all_zero'.*init_strategy"):
+        DiscreteEnergy(model, init_strategy=strategy).initial_codes(1)
+
+
+def test_nan_log_density_at_the_initial_state_is_refused():
+    def model():
+        x = pyro.sample("x", dist.Bernoulli(0.5))
+        pyro.factor("nan", x * float("nan"))
+
+    # (with validation on, Pyro itself rejects the NaN factor; MCMC runs without it)
+    with pyro.validation_enabled(False):
+        with pytest.raises(ValueError, match="initial state is nan.*'nan'"):
+            DiscreteEnergy(model).initial_codes(1)
+
+
+def test_subsampled_plate_is_refused():
+    def model():
+        with pyro.plate("data", 10, subsample_size=3):
+            pyro.sample("x", dist.Bernoulli(0.5))
+
+    with pytest.raises(UnsupportedModelError, match="subsamples 3 of 10"):
+        DiscreteEnergy(model)
+
+
+def test_sequential_enumeration_is_refused():
+    def model():
+        pyro.sample("x", dist.Bernoulli(0.5), infer={"enumerate": "sequential"})
+        pyro.sample("y", dist.Bernoulli(0.5))
+
+    with pytest.raises(UnsupportedModelError, match="'x'.*'sequential'"):
+        DiscreteEnergy(model)
+
+
+def test_support_that_depends_on_another_latent_site_is_refused():
+    def model():
+        n = pyro.sample("n", dist.Binomial(10, 0.5))
+        pyro.sample("k", dist.Binomial(n, 0.5))
+
+    with pytest.raises(UnsupportedModelError, match="support of latent site 'k'"):
+        for _ in range(20):  # the check compares two random prototype traces
+            DiscreteEnergy(model)
+
+
+def test_model_that_mixes_chains_is_refused_for_batched_chains():
+    def model():
+        with pyro.plate("bits", 3):
+            x = pyro.sample("x", dist.Bernoulli(0.5))
+        pyro.factor("total", x.sum())  # sums over the chain dimension too
+
+    energy = DiscreteEnergy(model)
+    with pytest.raises(UnsupportedModelError, match="'total'.*x.sum\\(-1\\)"):
+        energy.value_and_grad(torch.tensor([[0, 1, 1], [1, 1, 1]]))
