@@ -31,10 +31,10 @@ so the per-round means of the bond sum :math:`\sum s_i s_j` and of :math:`|m|` g
 standard errors; the variants are compared with each other and the bond sum with its
 exact value, computed with a row-to-row transfer matrix.
 
-``--profile`` adds a breakdown of the jit GWG step (compiled energy alone, proposal
-step alone, ``kernel.sample`` alone, ``MCMC`` around a kernel that does nothing, the
-hand loop's energy alone), the top ``cProfile`` entries of jit GWG inside MCMC and the
-top ``torch.profiler`` operators.
+``--profile`` adds a breakdown of the jit GWG step (compiled energy alone, the eager
+``gwg_step`` around the compiled energy, ``kernel.sample`` alone, ``MCMC`` around a
+kernel that does nothing, the hand loop's energy alone), the top ``cProfile`` entries
+of jit GWG inside MCMC and the top ``torch.profiler`` operators (about 1.5 minutes).
 
 Run from the repository root::
 
@@ -56,6 +56,7 @@ import os
 import platform
 import pstats
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -111,10 +112,11 @@ def run_hand(
         f_new, grad_new = hand_value_and_grad(x_new, coupling, size)
         log_q_new = hand_log_proposal(x_new, grad_new, temperature)
         log_ratio = f_new - f + log_q_new[i] - log_q[i]
-        if torch.rand(()).log() < log_ratio:
+        accept = bool(torch.rand(()).log() < log_ratio)
+        if accept:
             x, f, log_q = x_new, f_new, log_q_new
-            accepted += t >= burn_in
         if t >= burn_in:
+            accepted += accept
             states.append(x)  # x is never modified in place: a reference suffices
     elapsed = time.perf_counter() - start
     return {
@@ -232,8 +234,9 @@ def correctness_report(
     report["conclusive"] = conclusive
     report["note"] = (
         "standard errors from the spread of the per-round means (independent chains, "
-        "burn-in discarded); consistent = every |z| < 3.5; --quick runs are too short "
-        "to equilibrate near the critical coupling, so their check is not conclusive"
+        "burn-in discarded); consistent = every |z| < 3.5; conclusive only with at least "
+        "10 sweeps of burn-in and 20 sweeps per round (--quick is not), as chains mix "
+        "slowly near the critical coupling"
     )
     return report
 
@@ -273,11 +276,18 @@ class StillKernel(MCMCKernel):
         return {"acc. rate": "1.000"}
 
 
-def profile_jit_gwg(coupling: float, size: int, steps: int, top: int) -> Dict[str, object]:
-    """Where the time of a jit GWG step goes: layer by layer, cProfile, torch.profiler."""
+def profile_jit_gwg(
+    coupling: float, size: int, steps: int, top: int, op_steps: int = 200
+) -> Dict[str, object]:
+    """Where the time of a jit GWG step goes: layer by layer, cProfile, torch.profiler.
+
+    ``torch.profiler`` records ``op_steps`` steps only: summarising its events takes
+    tens of microseconds per operator call.
+    """
     from pyro_gwg.proposals.gwg import gwg_step
 
-    result: Dict[str, object] = {"steps": steps}
+    op_steps = min(op_steps, steps)
+    result: Dict[str, object] = {"steps": steps, "torch_profiler_steps": op_steps}
 
     # the floor: pyro.infer.MCMC's own per-step work around a kernel that does nothing
     stamps: List[float] = []
@@ -297,7 +307,7 @@ def profile_jit_gwg(coupling: float, size: int, steps: int, top: int) -> Dict[st
     energy, state = kernel.energy, kernel.state
     layers = {
         "gwg_jit energy.value_and_grad (compiled)": lambda: energy.value_and_grad(state.codes),
-        "gwg_jit gwg_step (energy + proposal)": lambda: gwg_step(
+        "gwg_step, eager proposal + compiled energy": lambda: gwg_step(
             state, energy.value_and_grad, energy.layout, kernel.temperature, kernel.num_flips
         ),
     }
@@ -306,7 +316,7 @@ def profile_jit_gwg(coupling: float, size: int, steps: int, top: int) -> Dict[st
     def sample():
         params["p"] = kernel.sample(params["p"])
 
-    layers["gwg_jit kernel.sample (step + bookkeeping)"] = sample
+    layers["gwg_jit kernel.sample (step + kernel bookkeeping)"] = sample
     x = torch.randint(0, 2, (size * size,)).to(torch.get_default_dtype())
     layers["hand_eager value_and_grad"] = lambda: hand_value_and_grad(x, coupling, size)
     repeats: Dict[str, List[float]] = {k: [] for k in layers}
@@ -356,7 +366,7 @@ def profile_jit_gwg(coupling: float, size: int, steps: int, top: int) -> Dict[st
 
     mcmc = MCMC(
         GWG(lattice_ising, jit_compile=True),
-        num_samples=steps,
+        num_samples=op_steps,
         warmup_steps=100,
         disable_progbar=True,
         hook_fn=torch_hook,
@@ -367,19 +377,20 @@ def profile_jit_gwg(coupling: float, size: int, steps: int, top: int) -> Dict[st
     result["torch_ops"] = [
         {
             "op": e.key,
-            "calls_per_step": e.count / steps,
-            "self_cpu_us": e.self_cpu_time_total / steps,
-            "cpu_us": e.cpu_time_total / steps,
+            "calls_per_step": e.count / op_steps,
+            "self_cpu_us": e.self_cpu_time_total / op_steps,
+            "cpu_us": e.cpu_time_total / op_steps,
         }
         for e in ops[:top]
     ]
-    result["torch_ops_total_calls_per_step"] = sum(e.count for e in ops) / steps
+    result["torch_ops_total_calls_per_step"] = sum(e.count for e in ops) / op_steps
+    result["torch_profiler_note"] = "per MCMC step; the profiler adds overhead per op"
 
     # the hand loop's operator count, for comparison
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as hand_prof:
-        run_hand(coupling, size, steps, 0)
+        run_hand(coupling, size, op_steps, 0)
     hand_calls = sum(e.count for e in hand_prof.key_averages())
-    result["hand_torch_ops_total_calls_per_step"] = hand_calls / steps
+    result["hand_torch_ops_total_calls_per_step"] = hand_calls / op_steps
     return result
 
 
@@ -403,12 +414,33 @@ def machine_info() -> Dict[str, object]:
     }
 
 
+def code_info() -> Dict[str, object]:
+    """Commit of the checkout and its uncommitted changes under ``pyro_gwg/``."""
+    root = Path(__file__).resolve().parent.parent
+
+    def git(*args: str) -> str:
+        out = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)
+        return out.stdout.strip()
+
+    try:
+        return {
+            "commit": git("rev-parse", "HEAD"),
+            "uncommitted_package_files": git(
+                "status", "--porcelain", "--untracked-files=all", "pyro_gwg"
+            ).splitlines(),
+        }
+    except OSError:
+        return {"commit": None}
+
+
 def summarise(values: List[float]) -> Dict[str, object]:
     return {"rounds": values, "median": statistics.median(values), "min": min(values)}
 
 
 def run_benchmark(args: argparse.Namespace) -> Dict[str, object]:
+    code = code_info()  # at the start: the package was imported just before
     pyro.set_rng_seed(args.seed)
+    num_spins = args.size**2
     per_step = {v: [] for v in VARIANTS}
     setup = {v: [] for v in VARIANTS[1:]}
     acceptance = {v: [] for v in VARIANTS}
@@ -443,6 +475,7 @@ def run_benchmark(args: argparse.Namespace) -> Dict[str, object]:
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
         "machine": machine_info(),
+        "code": code,
         "settings": {
             "model": "pyro_gwg.models.lattice_ising (periodic)",
             "size": args.size,
@@ -475,7 +508,7 @@ def run_benchmark(args: argparse.Namespace) -> Dict[str, object]:
             round_means,
             acceptance,
             exact_mean_bond_sum(args.coupling, args.size),
-            conclusive=not args.quick,
+            conclusive=args.burn_in >= 10 * num_spins and args.steps >= 20 * num_spins,
         ),
     }
     if args.profile:
@@ -523,7 +556,7 @@ def print_table(results: Dict[str, object]) -> None:
             "n/a" if exact is None else "{:.2f}".format(exact),
             corr["max_abs_z"],
             "consistent" if corr["consistent"] else "INCONSISTENT",
-            "" if corr["conclusive"] else " (quick run: not conclusive)",
+            "" if corr["conclusive"] else " (runs too short: not conclusive)",
         )
     )
     profile = results.get("profile")

@@ -49,7 +49,7 @@ from pyro_gwg.sites import (
     unwrap_distribution,
 )
 
-__all__ = ["CHAIN_PLATE", "DiscreteEnergy"]
+__all__ = ["CHAIN_PLATE", "DiscreteEnergy", "trace_compile"]
 
 CHAIN_PLATE = "_pyro_gwg_chains"
 _LARGE = 1e30
@@ -81,7 +81,7 @@ class DiscreteEnergy:
         >>> energy = DiscreteEnergy(model)
         >>> f, grad = energy.value_and_grad(torch.tensor([[1, 0, 1]]))
         >>> f.shape, grad.shape
-        (torch.Size([1]), torch.Size([1, 3, 2]))
+        (torch.Size([1]), torch.Size([1, 3, 1]))
     """
 
     def __init__(
@@ -309,7 +309,7 @@ class DiscreteEnergy:
 
     def _assemble(self, relaxed, grads, own) -> torch.Tensor:
         """Pack per-site gradients into ``[C, D, M]`` (see the layout module)."""
-        width = self.layout.width
+        width = self.layout.grad_width
         relaxed, grads, own = list(relaxed), list(grads), list(own)
         blocks = []
         for site in self.sites:
@@ -349,6 +349,11 @@ class DiscreteEnergy:
                 else [None] * len(relaxed)
             )
         return log_joint.detach(), self._assemble(relaxed, grads, own)
+
+    def eager_value_and_grad(self, codes: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`value_and_grad` without compilation or checks, for callers that
+        trace it inside a larger function."""
+        return self._value_and_grad(codes, codes.shape[0] > 1)
 
     def value_and_grad(self, codes: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         """Log joint and packed gradient of a batch of states.
@@ -449,7 +454,7 @@ class DiscreteEnergy:
 
     def _perturb(self, codes: torch.Tensor) -> torch.Tensor:
         """Move every coordinate that can move by one valid step (deterministic)."""
-        zero_grad = torch.zeros(codes.shape + (self.layout.width,))
+        zero_grad = torch.zeros(codes.shape + (self.layout.grad_width,))
         gains = self.layout.gains(codes, zero_grad)
         candidate = gains.argmax(-1)
         movable = torch.isfinite(gains).any(-1)
@@ -462,27 +467,14 @@ class DiscreteEnergy:
         differentiate the traced graph, as Pyro's HMC does."""
         num_chains = codes.shape[0]
         vectorized = num_chains > 1
-        frozen = [p for _, p in pyro.get_param_store().named_parameters() if p.requires_grad]
-        for p in frozen:
-            p.requires_grad_(False)
         try:
-            with pyro.validation_enabled(False), warnings.catch_warnings():
-                warnings.simplefilter("ignore", category=torch.jit.TracerWarning)
-                warnings.filterwarnings("ignore", "`torch.jit.trace` is deprecated")
-                try:
-                    compiled = torch.jit.trace(
-                        lambda c: self._value_and_grad(c, vectorized), (codes,), check_trace=False
-                    )
-                except RuntimeError:
-                    forward = torch.jit.trace(
-                        lambda c, *r: self._forward(vectorized, c, *r),
-                        (codes, *self._relaxed(codes, False)),
-                        check_trace=False,
-                    )
-                    compiled = partial(self._value_and_grad, vectorized=vectorized, forward=forward)
-        finally:
-            for p in frozen:
-                p.requires_grad_(True)
+            compiled = trace_compile(lambda c: self._value_and_grad(c, vectorized), (codes,))
+        except RuntimeError:
+            forward = trace_compile(
+                lambda c, *r: self._forward(vectorized, c, *r),
+                (codes, *self._relaxed(codes, False)),
+            )
+            compiled = partial(self._value_and_grad, vectorized=vectorized, forward=forward)
         for probe in (codes, self._perturb(codes)):
             f_jit, g_jit = compiled(probe)
             f_eager, g_eager = self._value_and_grad(probe, vectorized)
@@ -579,6 +571,26 @@ class DiscreteEnergy:
                     UserWarning,
                     stacklevel=3,
                 )
+
+
+def trace_compile(fn, example_inputs: tuple):
+    """:func:`torch.jit.trace` of ``fn`` the way Pyro's HMC does it: parameters in the
+    param store frozen, validation off, tracer warnings silenced.
+
+    :param callable fn: a function of tensors returning tensors.
+    :param tuple example_inputs: example arguments.
+    """
+    frozen = [p for _, p in pyro.get_param_store().named_parameters() if p.requires_grad]
+    for p in frozen:
+        p.requires_grad_(False)
+    try:
+        with pyro.validation_enabled(False), warnings.catch_warnings():
+            warnings.simplefilter("ignore", category=torch.jit.TracerWarning)
+            warnings.filterwarnings("ignore", "`torch.jit.trace` is deprecated")
+            return torch.jit.trace(fn, example_inputs, check_trace=False)
+    finally:
+        for p in frozen:
+            p.requires_grad_(True)
 
 
 def _in_chain_plate(model, num_chains: int, max_plate_nesting: int):

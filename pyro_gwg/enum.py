@@ -190,7 +190,7 @@ def exact_posterior(
         >>> post.num_states
         2
         >>> round(float(post.flat_marginals()[0, 1]), 3)
-        0.413
+        0.414
     """
     energy = DiscreteEnergy(model, args, kwargs, max_plate_nesting=max_plate_nesting)
     for name, (low, high) in (bounds or {}).items():

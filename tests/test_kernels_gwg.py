@@ -46,7 +46,7 @@ def test_exactness_check_fails_for_a_wrong_reverse_move(monkeypatch):
     # scoring the reverse move with the forward candidates is a subtler bug (only
     # categorical coordinates are affected); the check must notice it too
     model, args = SUITE["one_hot_mixture"]
-    monkeypatch.setattr(gwg_math.CoordinateLayout, "reverse", lambda self, codes, cand: cand)
+    monkeypatch.setattr(gwg_math.CoordinateLayout, "reverse", lambda self, old, cand, coords: cand)
     pyro.set_rng_seed(0)
     codes = draw_codes(GWG(model), NUM_CHAINS, NUM_SAMPLES, WARMUP, *args)
     with pytest.raises(AssertionError, match="disagree with the exact posterior"):
@@ -96,7 +96,9 @@ def test_samples_summary_and_diagnostics(capsys):
         diag
     )
     for chain in ("chain 0", "chain 1"):
-        assert diag["accepted"][chain].shape == (60,) and diag["accepted"][chain].dtype == torch.bool
+        assert (
+            diag["accepted"][chain].shape == (60,) and diag["accepted"][chain].dtype == torch.bool
+        )
         assert 0 < diag["acceptance rate"][chain] <= 1
         assert diag["num_changed"][chain].eq(1).all()
         assert diag["divergences"][chain] == []

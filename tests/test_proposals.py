@@ -8,9 +8,12 @@ import torch
 
 from pyro_gwg.proposals import (
     CoordinateLayout,
+    GWGMove,
     accept_probability,
+    apply_move,
     coordinate_log_probs,
     gwg_init,
+    gwg_proposal,
     gwg_step,
     metropolis_hastings,
     move_log_prob,
@@ -22,108 +25,140 @@ from pyro_gwg.proposals import (
 INF = float("inf")
 
 
-def mixed_layout():
-    """Two bits, a 3-category coordinate, an ordinal in [0, 2] and an unbounded one."""
+def make_layout(kinds):
+    """``kinds``: list of ("bit",), ("ord", low, high) or ("cat", K)."""
+    is_scalar, lower, upper, cats = [], [], [], []
+    for kind in kinds:
+        is_scalar.append(kind[0] != "cat")
+        lower.append(0.0 if kind[0] != "ord" else kind[1])
+        upper.append(1.0 if kind[0] == "bit" else kind[2] if kind[0] == "ord" else kind[1] - 1.0)
+        cats.append(kind[1] if kind[0] == "cat" else 0)
     return CoordinateLayout(
-        is_scalar=torch.tensor([True, True, False, True, True]),
-        lower=torch.tensor([0.0, 0.0, 0.0, 0.0, 0.0]),
-        upper=torch.tensor([1.0, 1.0, 2.0, 2.0, INF]),
-        num_categories=torch.tensor([0, 0, 3, 0, 0]),
+        torch.tensor(is_scalar), torch.tensor(lower), torch.tensor(upper), torch.tensor(cats)
     )
 
 
-def embed(layout, codes):
-    """Relaxed values: scalars as floats, the categorical as one-hot (width 3)."""
-    parts = []
-    for i in range(layout.num_coords):
-        if layout.is_scalar[i]:
-            parts.append(codes[..., i : i + 1].float())
-        else:
-            parts.append(torch.nn.functional.one_hot(codes[..., i], 3).float())
-    return torch.cat(parts, -1)
+LAYOUTS = {
+    "mixed": [("bit",), ("bit",), ("cat", 3), ("ord", 0.0, 2.0), ("ord", 0.0, INF)],
+    "bits": [("bit",), ("bit",), ("bit",)],
+    "ordinals": [("ord", 0.0, 2.0), ("ord", -1.0, 2.0)],
+    "categoricals": [("cat", 3), ("cat", 2), ("cat", 3)],
+}
+FINITE_CAP = 2  # the target puts -inf above this on unbounded coordinates
 
 
-WEIGHTS = torch.tensor([0.7, -1.2, 0.4, -0.3, 0.9, 0.5, -0.8])
+class Target:
+    """A non-linear log density of the relaxed values: e @ w + e^T A e / 2."""
 
+    def __init__(self, layout, seed=0, quadratic=0.6):
+        self.layout = layout
+        self.sizes = [1 if s else int(k) for s, k in zip(layout.is_scalar, layout.num_categories)]
+        dim = sum(self.sizes)
+        gen = torch.Generator().manual_seed(seed)
+        self.w = torch.randn(dim, generator=gen)
+        a = torch.randn(dim, dim, generator=gen) * quadratic
+        self.a = (a + a.T) / 2
 
-def log_density(layout, codes):
-    """A non-linear log density on the mixed layout (finite support for coordinate 4)."""
-    e = embed(layout, codes)
-    return (
-        e @ WEIGHTS
-        + 0.8 * e[..., 0] * e[..., 1]
-        - 0.6 * e[..., 5] * e[..., 2]
-        + 0.5 * e[..., 6] * e[..., 3]
-        - 0.4 * e[..., 6] ** 2
-    )
+    def embed(self, codes):
+        parts = []
+        for i, size in enumerate(self.sizes):
+            if self.layout.is_scalar[i]:
+                parts.append(codes[..., i : i + 1].float())
+            else:
+                parts.append(torch.nn.functional.one_hot(codes[..., i], size).float())
+        return torch.cat(parts, -1)
 
+    def log_density(self, embedded):
+        return embedded @ self.w + 0.5 * ((embedded @ self.a) * embedded).sum(-1)
 
-def value_and_grad(layout, codes):
-    e = embed(layout, codes).requires_grad_(True)
-    # recompute from the embedding so the gradient is taken w.r.t. relaxed values
-    f = (
-        e @ WEIGHTS
-        + 0.8 * e[..., 0] * e[..., 1]
-        - 0.6 * e[..., 5] * e[..., 2]
-        + 0.5 * e[..., 6] * e[..., 3]
-        - 0.4 * e[..., 6] ** 2
-    )
-    (g,) = torch.autograd.grad(f.sum(), e)
-    packed = torch.zeros(codes.shape + (layout.width,))
-    packed[..., 0, 0], packed[..., 1, 0] = g[..., 0], g[..., 1]
-    packed[..., 2, :3] = g[..., 2:5]
-    packed[..., 3, 0], packed[..., 4, 0] = g[..., 5], g[..., 6]
-    return f.detach(), packed
+    def __call__(self, codes):
+        f = self.log_density(self.embed(codes))
+        unbounded = torch.isinf(self.layout.upper)
+        return torch.where((codes[..., unbounded] <= FINITE_CAP).all(-1), f, -INF)
+
+    def value_and_grad(self, codes):
+        e = self.embed(codes).requires_grad_(True)
+        (g,) = torch.autograd.grad(self.log_density(e).sum(), e)
+        packed = torch.zeros(codes.shape + (self.layout.grad_width,))
+        start = 0
+        for i, size in enumerate(self.sizes):
+            packed[..., i, :size] = g[..., start : start + size]
+            start += size
+        return self(codes), packed
+
+    def states(self):
+        ranges = [
+            range(int(lo), int(min(hi, FINITE_CAP)) + 1) if s else range(int(k))
+            for s, lo, hi, k in zip(
+                self.layout.is_scalar,
+                self.layout.lower,
+                self.layout.upper,
+                self.layout.num_categories,
+            )
+        ]
+        return torch.tensor(list(itertools.product(*ranges)))
 
 
 def test_gains_match_the_papers_formulas():
-    layout = mixed_layout()
+    layout = make_layout(LAYOUTS["mixed"])
     codes = torch.tensor([[0, 1, 2, 0, 3]])
     grad = torch.zeros(1, 5, 3)
     grad[0, :, 0] = torch.tensor([0.5, -2.0, 0.0, 1.5, -0.7])
     grad[0, 2] = torch.tensor([0.3, -0.1, 0.9])
     gains = layout.gains(codes, grad)
-    # bits: the one valid move is a flip, gain -(2x - 1) g
+    # bits (in a mixed layout): candidates down/up, the valid one flips, gain -(2x - 1) g
     assert gains[0, 0].tolist() == [-INF, 0.5, -INF]
     assert gains[0, 1].tolist() == [2.0, -INF, -INF]
     # categorical: g_ij - g_i,x_i, current category excluded
     assert torch.allclose(gains[0, 2], torch.tensor([0.3 - 0.9, -0.1 - 0.9, -INF]))
     # ordinal at its lower bound can only go up; unbounded one goes both ways
-    assert gains[0, 3, :2].tolist() == [-INF, 1.5] and gains[0, 3, 2] == -INF
+    assert gains[0, 3].tolist() == [-INF, 1.5, -INF]
     assert torch.allclose(gains[0, 4, :2], torch.tensor([0.7, -0.7]))
+    # an all-bit layout has the single candidate "flip"
+    bits = make_layout(LAYOUTS["bits"])
+    gains = bits.gains(torch.tensor([[0, 1, 1]]), torch.tensor([[[0.5], [-2.0], [0.25]]]))
+    assert gains.squeeze(-1).tolist() == [[0.5, 2.0, -0.25]]
 
 
-def test_gains_are_exact_for_a_linear_log_density():
-    layout = mixed_layout()
-    codes = torch.tensor([[1, 0, 1, 1, 2]])
-    e = embed(layout, codes)
-    grad = torch.zeros(1, 5, 3)
-    grad[0, 0, 0], grad[0, 1, 0], grad[0, 3, 0], grad[0, 4, 0] = WEIGHTS[[0, 1, 5, 6]]
-    grad[0, 2] = WEIGHTS[2:5]
-    gains = layout.gains(codes, grad)
-    for i, v in itertools.product(range(5), range(3)):
-        if torch.isinf(gains[0, i, v]):
-            continue
-        moved = codes.clone()
-        moved[0, i] = layout.move(codes, torch.full_like(codes, v))[0, i]
-        exact = (embed(layout, moved) - e) @ WEIGHTS
-        assert torch.allclose(gains[0, i, v], exact), (i, v)
+@pytest.mark.parametrize("name", sorted(LAYOUTS))
+def test_gains_are_exact_for_a_linear_log_density(name):
+    layout = make_layout(LAYOUTS[name])
+    target = Target(layout, quadratic=0.0)
+    states = target.states()
+    _, grad = target.value_and_grad(states)
+    gains = layout.gains(states, grad)
+    for v in range(layout.width):
+        cand = torch.full_like(states, v)
+        for i in range(layout.num_coords):
+            ok = torch.isfinite(gains[:, i, v])
+            moved = states[ok].clone()
+            moved[:, i] = layout.move(states[ok], cand[ok])[:, i]
+            exact = target.log_density(target.embed(moved)) - target.log_density(
+                target.embed(states[ok])
+            )
+            assert torch.allclose(gains[ok, i, v], exact, atol=1e-5), (i, v)
 
 
-def test_move_and_reverse_are_involutions():
-    layout = mixed_layout()
-    codes = torch.tensor([[0, 1, 2, 1, 5], [1, 0, 0, 2, 0]])
-    gains = layout.gains(codes, torch.zeros(2, 5, 3))
-    for v in range(3):
-        cand = torch.full_like(codes, v)
-        valid = torch.isfinite(gains.gather(-1, cand.unsqueeze(-1)).squeeze(-1))
-        moved = torch.where(valid, layout.move(codes, cand), codes)
-        back = layout.move(moved, layout.reverse(codes, cand))
-        assert torch.equal(torch.where(valid, back, codes), codes)
+@pytest.mark.parametrize("name", sorted(LAYOUTS))
+def test_moves_and_their_reverse_are_involutions(name):
+    layout = make_layout(LAYOUTS[name])
+    states = Target(layout).states()
+    gains = layout.gains(states, torch.zeros(states.shape + (layout.grad_width,)))
+    for i, v in itertools.product(range(layout.num_coords), range(layout.width)):
+        ok = torch.isfinite(gains[:, i, v])
+        move = GWGMove(
+            torch.full((int(ok.sum()), 1), i),
+            torch.full((int(ok.sum()), 1), v),
+            torch.ones(int(ok.sum()), 1, dtype=torch.bool),
+        )
+        proposed, reverse = apply_move(states[ok], move, layout)
+        assert (proposed != states[ok]).sum(-1).eq(1).all()
+        back, again = apply_move(proposed, reverse, layout)
+        assert torch.equal(back, states[ok]) and torch.equal(again.candidate, move.candidate)
 
 
 def test_coordinate_log_probs_factorise_the_joint_softmax():
-    layout = mixed_layout()
+    layout = make_layout(LAYOUTS["mixed"])
     codes = torch.tensor([[0, 1, 2, 0, 3]])
     logits = proposal_logits(layout.gains(codes, torch.randn(1, 5, 3)), 2.0)
     log_q_coord, log_q_cand = coordinate_log_probs(logits)
@@ -134,84 +169,110 @@ def test_coordinate_log_probs_factorise_the_joint_softmax():
     assert torch.allclose(log_q_coord.exp().sum(), torch.tensor(1.0))
 
 
-def test_sample_move_draws_from_the_softmax():
+@pytest.mark.parametrize("name", ["mixed", "bits"])
+def test_sample_move_draws_from_the_softmax(name):
     torch.manual_seed(0)
-    layout = mixed_layout()
-    num_chains = 40000
-    codes = torch.tensor([[0, 1, 2, 1, 3]]).expand(num_chains, -1)
-    grad = torch.randn(1, 5, 3).expand(num_chains, -1, -1)
+    layout = make_layout(LAYOUTS[name])
+    num_chains, d, m = 40000, layout.num_coords, layout.width
+    codes = Target(layout).states()[3:4].expand(num_chains, -1)
+    grad = torch.randn(1, d, layout.grad_width).expand(num_chains, -1, -1)
     logits = proposal_logits(layout.gains(codes, grad), 2.0)
-    draws, changed, cand = sample_move(logits, num_flips=1)
-    assert torch.equal(changed.sum(-1), torch.ones(num_chains, dtype=torch.long))
-    flat = draws[:, 0] * 3 + cand.gather(1, draws)[:, 0]
-    freq = torch.bincount(flat, minlength=15).float() / num_chains
+    move = sample_move(*coordinate_log_probs(logits), num_flips=1)
+    assert move.distinct.all()
+    flat = move.draws[:, 0] * m + move.candidate[:, 0]
+    freq = torch.bincount(flat, minlength=d * m).float() / num_chains
     probs = torch.softmax(logits[0].reshape(-1), -1)
     se = (probs * (1 - probs) / num_chains).sqrt().clamp(min=1e-12)
     assert ((freq - probs).abs() / se).max() < 4.5
     assert (freq[probs == 0] == 0).all()
 
 
+def test_repeated_draws_of_a_coordinate_move_it_once():
+    torch.manual_seed(0)
+    logits = torch.zeros(500, 2, 3)  # two coordinates: repeats are frequent
+    move = sample_move(*coordinate_log_probs(logits), num_flips=4)
+    for draws, cand, distinct in zip(*move):
+        for n in range(4):
+            first = int((draws == draws[n]).nonzero()[0])
+            assert bool(distinct[n]) == (first == n) and cand[n] == cand[first]
+
+
 def test_move_log_prob_of_a_multi_flip_move():
-    layout = mixed_layout()
+    layout = make_layout(LAYOUTS["mixed"])
     codes = torch.tensor([[0, 1, 2, 1, 3]])
     logits = proposal_logits(layout.gains(codes, torch.randn(1, 5, 3)), 2.0)
     log_q_coord, log_q_cand = coordinate_log_probs(logits)
-    draws = torch.tensor([[2, 4, 2]])  # coordinate 2 twice
-    changed = torch.zeros(1, 5, dtype=torch.bool)
-    changed[0, [2, 4]] = True
-    cand = torch.tensor([[0, 0, 1, 0, 0]])
+    move = GWGMove(  # coordinate 2 drawn twice, moved once
+        torch.tensor([[2, 4, 2]]), torch.tensor([[1, 0, 1]]), torch.tensor([[True, True, False]])
+    )
     expected = 2 * log_q_coord[0, 2] + log_q_coord[0, 4] + log_q_cand[0, 2, 1] + log_q_cand[0, 4, 0]
-    assert torch.allclose(move_log_prob(logits, draws, changed, cand), expected.reshape(1))
+    assert torch.allclose(move_log_prob(log_q_coord, log_q_cand, move), expected.reshape(1))
 
 
-def _all_states(layout):
-    # coordinate 4 is unbounded: restrict the check's state space to a finite target
-    sizes = [2, 2, 3, 3, 3]
-    return torch.tensor(list(itertools.product(*[range(s) for s in sizes])))
+def true_log_prob(logits, move):
+    """Probability of ``move`` computed from the joint softmax, independently of the
+    library: coordinates drawn from the marginal, each distinct one's candidate from
+    the conditional."""
+    joint = torch.softmax(logits.flatten(1), -1).reshape(logits.shape)
+    marginal = joint.sum(-1)
+    log_p = marginal.gather(1, move.draws).log().sum(-1)
+    cond = joint.gather(1, move.draws.unsqueeze(-1).expand(-1, -1, logits.shape[-1]))
+    cond = cond.gather(-1, move.candidate.unsqueeze(-1)).squeeze(-1) / marginal.gather(
+        1, move.draws
+    )
+    return log_p + torch.where(move.distinct, cond.log(), 0.0).sum(-1)
+
+
+def _moves(layout, num_flips, num_states):
+    """Every (draw sequence, candidates of its distinct coordinates) as a GWGMove."""
+    for seq in itertools.product(range(layout.num_coords), repeat=num_flips):
+        firsts = [seq.index(i) for i in seq]
+        distinct = torch.tensor([f == n for n, f in enumerate(firsts)])
+        for cands in itertools.product(range(layout.width), repeat=int(distinct.sum())):
+            per_first = dict(zip([n for n in range(num_flips) if distinct[n]], cands))
+            candidate = torch.tensor([per_first[f] for f in firsts])
+            yield GWGMove(
+                torch.tensor(seq).expand(num_states, -1),
+                candidate.expand(num_states, -1),
+                distinct.expand(num_states, -1),
+            )
 
 
 @pytest.mark.parametrize("num_flips", [1, 2])
-def test_detailed_balance_of_every_move(num_flips):
-    """p(x) q(move|x) a(x->x') = p(x') q(reverse|x') a(x'->x) for every move.
+@pytest.mark.parametrize("name", sorted(LAYOUTS))
+def test_detailed_balance_of_every_move(name, num_flips):
+    """p(x) q(move|x) a(x->x') = p(x') q(reverse|x') a(x'->x) for every state and move.
 
-    The target puts -inf on coordinate 4 > 2, so the unbounded coordinate's
-    out-of-target moves are rejected and balance holds on the finite space.
+    q is computed independently of the library (``true_log_prob``); the acceptance
+    probability ``a`` uses the library's ``move_log_prob``. The target puts -inf above
+    ``FINITE_CAP`` on unbounded coordinates, so moves out of the finite space are
+    rejected and balance holds on it.
     """
-    layout = mixed_layout()
-
-    def target(codes):
-        f = log_density(layout, codes)
-        return torch.where(codes[..., 4] <= 2, f, -INF)
-
-    states = _all_states(layout)
-    f, grad = value_and_grad(layout, states)
-    logits = proposal_logits(layout.gains(states, grad), 2.0)
+    layout = make_layout(LAYOUTS[name])
+    target = Target(layout)
+    states = target.states()
+    f, grad = target.value_and_grad(states)
+    logits = proposal_logits(layout.gains(states, grad))
+    proposal = gwg_proposal(states, grad, layout)
     checked = 0
-    for seq in itertools.product(range(5), repeat=num_flips):
-        draws = torch.tensor(seq).expand(len(states), -1)
-        changed = torch.zeros(len(states), 5, dtype=torch.bool)
-        changed[:, list(seq)] = True
-        distinct = sorted(set(seq))
-        for cands in itertools.product(range(3), repeat=len(distinct)):
-            cand = torch.zeros(len(states), 5, dtype=torch.long)
-            cand[:, distinct] = torch.tensor(cands)
-            log_fwd = move_log_prob(logits, draws, changed, cand)
-            ok = torch.isfinite(log_fwd)
-            new = torch.where(changed, layout.move(states, cand), states)[ok]
-            old = states[ok]
-            f_new, grad_new = value_and_grad(layout, new)
-            f_new = torch.where(new[..., 4] <= 2, f_new, -INF)
-            logits_new = proposal_logits(layout.gains(new, grad_new), 2.0)
-            log_rev = move_log_prob(
-                logits_new, draws[ok], changed[ok], layout.reverse(old, cand[ok])
-            )
-            log_ratio = f_new - target(old) + log_rev - log_fwd[ok]
-            forward = target(old) + log_fwd[ok] + accept_probability(log_ratio).log()
-            backward = f_new + log_rev + accept_probability(-log_ratio).log()
-            both = torch.isfinite(forward) | torch.isfinite(backward)
-            assert torch.allclose(forward[both], backward[both], atol=1e-4)
-            checked += int(both.sum())
-    assert checked > 100
+    for move in _moves(layout, num_flips, len(states)):
+        true_fwd = true_log_prob(logits, move)
+        ok = torch.isfinite(true_fwd)
+        if not ok.any():
+            continue
+        log_fwd = move_log_prob(*proposal, move)[ok]
+        move = GWGMove(*(t[ok] for t in move))
+        new, reverse = apply_move(states[ok], move, layout)
+        f_new, grad_new = target.value_and_grad(new)
+        true_rev = true_log_prob(proposal_logits(layout.gains(new, grad_new)), reverse)
+        log_rev = move_log_prob(*gwg_proposal(new, grad_new, layout), reverse)
+        log_ratio = f_new - f[ok] + log_rev - log_fwd
+        forward = f[ok] + true_fwd[ok] + accept_probability(log_ratio).log()
+        backward = f_new + true_rev + accept_probability(-log_ratio).log()
+        both = torch.isfinite(forward) | torch.isfinite(backward)
+        assert torch.allclose(forward[both], backward[both], atol=1e-4)
+        checked += int(both.sum())
+    assert checked > 20
 
 
 def test_metropolis_hastings_accepts_at_the_right_rate():
@@ -232,15 +293,20 @@ def test_select_broadcasts_over_trailing_dimensions():
 
 
 @pytest.mark.parametrize("num_flips", [1, 3])
-def test_gwg_step_carries_a_consistent_cache(num_flips):
+@pytest.mark.parametrize("name", sorted(LAYOUTS))
+def test_gwg_step_carries_a_consistent_cache(name, num_flips):
     torch.manual_seed(1)
-    layout = mixed_layout()
-    vg = lambda c: value_and_grad(layout, c)  # noqa: E731
-    state = gwg_init(torch.tensor([[0, 1, 2, 1, 1]] * 8), vg, layout)
+    layout = make_layout(LAYOUTS[name])
+    target = Target(layout)
+    state = gwg_init(target.states()[:1].expand(8, -1), target.value_and_grad, layout)
     for _ in range(20):
-        state, info = gwg_step(state, vg, layout, 2.0, num_flips)
-        f, grad = vg(state.codes)
+        state, info = gwg_step(state, target.value_and_grad, layout, 2.0, num_flips)
+        f, grad = target.value_and_grad(state.codes)
         assert torch.allclose(state.log_joint, f)
-        assert torch.allclose(state.logits, proposal_logits(layout.gains(state.codes, grad)))
+        log_q_coord, log_q_cand = gwg_proposal(state.codes, grad, layout)
+        assert torch.allclose(state.log_q_coord, log_q_coord)
+        finite = torch.isfinite(log_q_cand)
+        assert torch.equal(finite, torch.isfinite(state.log_q_cand))
+        assert torch.allclose(state.log_q_cand[finite], log_q_cand[finite])
         assert (info.num_changed >= 1).all() and (info.num_changed <= num_flips).all()
         assert ((info.accept_prob >= 0) & (info.accept_prob <= 1)).all()

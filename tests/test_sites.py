@@ -17,7 +17,12 @@ from pyro_gwg.sites import (
 CASES = [
     (dist.Bernoulli(0.3).expand([2, 3]), BINARY, (2, 3), 0),
     (dist.Bernoulli(0.3).expand([4]).to_event(1), BINARY, (4,), 0),
-    (dist.Bernoulli(0.3).expand([4]).mask(torch.tensor([True, False, True, True])), BINARY, (4,), 0),
+    (
+        dist.Bernoulli(0.3).expand([4]).mask(torch.tensor([True, False, True, True])),
+        BINARY,
+        (4,),
+        0,
+    ),
     (dist.Categorical(logits=torch.zeros(5, 3)), CATEGORICAL, (5,), 3),
     (dist.OneHotCategorical(logits=torch.zeros(5, 4)), ONE_HOT, (5,), 4),
     (dist.Binomial(torch.tensor([3.0, 7.0]), 0.5), ORDINAL, (2,), 0),

@@ -1,8 +1,8 @@
 """Plumbing shared by every discrete kernel: the Pyro ``MCMCKernel`` interface.
 
 A concrete kernel supplies two pure functions on batched tensors, in the style of
-BlackJAX's ``init``/``step`` pairs: :meth:`DiscreteKernel._init_state` and
-:meth:`DiscreteKernel._step`. States are named tuples with at least ``codes`` (long
+BlackJAX's ``init``/``step`` pairs: ``_init_state(codes, value_and_grad)`` and
+``_step(state, value_and_grad)``. States are named tuples with at least ``codes`` (long
 ``[C, D]``) and ``log_joint`` (``[C]``); step infos are named tuples of ``[C]`` tensors,
 recorded per draw and returned by :meth:`DiscreteKernel.diagnostics`.
 """
@@ -10,13 +10,14 @@ recorded per draw and returned by :meth:`DiscreteKernel.diagnostics`.
 from __future__ import annotations
 
 from abc import abstractmethod
+from functools import partial
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
 import torch
 from pyro.infer.autoguide.initialization import init_to_sample
 from pyro.infer.mcmc.mcmc_kernel import MCMCKernel
 
-from pyro_gwg.energy import DiscreteEnergy
+from pyro_gwg.energy import DiscreteEnergy, trace_compile
 from pyro_gwg.sites import UnsupportedModelError
 
 __all__ = ["DiscreteKernel"]
@@ -62,11 +63,11 @@ class DiscreteKernel(MCMCKernel):
 
     # --------------------------------------------------------------- subclass API
     @abstractmethod
-    def _init_state(self, codes: torch.Tensor) -> NamedTuple:
+    def _init_state(self, codes: torch.Tensor, value_and_grad) -> NamedTuple:
         """Kernel state at ``codes`` (long ``[C, D]``)."""
 
     @abstractmethod
-    def _step(self, state: NamedTuple) -> Tuple[NamedTuple, NamedTuple]:
+    def _step(self, state: NamedTuple, value_and_grad) -> Tuple[NamedTuple, NamedTuple]:
         """One transition of every chain: ``(new_state, info)``."""
 
     def _adapt(self, info: NamedTuple) -> None:
@@ -74,6 +75,7 @@ class DiscreteKernel(MCMCKernel):
 
     # --------------------------------------------------------------- Pyro interface
     def _reset(self) -> None:
+        self._step_fn = None
         self._t = 0
         self._warmup_steps = 0
         self._state = None
@@ -108,7 +110,7 @@ class DiscreteKernel(MCMCKernel):
         else:
             codes = self.energy.initial_codes(self.vectorized_chains)
         self.energy.warn_gradient_blind_categoricals(codes[:1])
-        self._state = self._init_state(codes)
+        self._state = self._init_state(codes, self.energy.value_and_grad)
         self._params = self._params_from_codes(codes)
         self._initial_params = self._params
 
@@ -123,9 +125,12 @@ class DiscreteKernel(MCMCKernel):
     def sample(self, params: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
         if params is not self._params:  # the caller changed the state: start from it
             self._state = self._init_state(
-                self.energy.codes_from_values(self._with_chain_dim(params))
+                self.energy.codes_from_values(self._with_chain_dim(params)),
+                self.energy.value_and_grad,
             )
-        self._state, info = self._step(self._state)
+        if self._step_fn is None:
+            self._step_fn = self._compile_step(self._state)
+        self._state, info = self._step_fn(self._state)
         warmup = self._t < self._warmup_steps
         if self._t == self._warmup_steps:  # first draw after warmup: count afresh
             self._phase_accepted = self._phase_draws = 0
@@ -162,8 +167,35 @@ class DiscreteKernel(MCMCKernel):
     def __getstate__(self):
         # compiled functions and traces do not pickle; setup() rebuilds them
         state = self.__dict__.copy()
-        state.update(energy=None, _state=None, _params=None, _draw_stats={})
+        state.update(energy=None, _state=None, _params=None, _draw_stats={}, _step_fn=None)
         return state
+
+    def _compile_step(self, state: NamedTuple):
+        """The transition function. With ``jit_compile``, the whole transition (model
+        forward and backward pass, proposal, MH) traced into one graph; where the
+        model's backward pass cannot be traced, the plain step with the energy
+        compiled on its own."""
+        plain = partial(self._step, value_and_grad=self.energy.value_and_grad)
+        if not self.jit_compile:
+            return plain
+        self.energy.value_and_grad(state.codes)  # compile and check the energy first
+        state_type, size, info_type = type(state), len(state), []
+
+        def flat_step(*tensors):
+            new_state, info = self._step(state_type(*tensors), self.energy.eager_value_and_grad)
+            info_type.append(type(info))
+            return tuple(new_state) + tuple(info)
+
+        try:
+            traced = trace_compile(flat_step, tuple(state))
+        except RuntimeError:
+            return plain
+
+        def step(current: NamedTuple):
+            out = traced(*current)
+            return state_type(*out[:size]), info_type[0](*out[size:])
+
+        return step
 
     # --------------------------------------------------------------- helpers
     @property

@@ -88,14 +88,8 @@ class GWG(DiscreteKernel):
         self.num_flips = int(num_flips)
         self.temperature = float(temperature)
 
-    def _init_state(self, codes: torch.Tensor) -> GWGState:
-        return gwg_init(codes, self.energy.value_and_grad, self.energy.layout, self.temperature)
+    def _init_state(self, codes: torch.Tensor, value_and_grad) -> GWGState:
+        return gwg_init(codes, value_and_grad, self.energy.layout, self.temperature)
 
-    def _step(self, state: NamedTuple) -> Tuple[GWGState, GWGInfo]:
-        return gwg_step(
-            state,
-            self.energy.value_and_grad,
-            self.energy.layout,
-            self.temperature,
-            self.num_flips,
-        )
+    def _step(self, state: NamedTuple, value_and_grad) -> Tuple[GWGState, GWGInfo]:
+        return gwg_step(state, value_and_grad, self.energy.layout, self.temperature, self.num_flips)

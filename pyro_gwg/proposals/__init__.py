@@ -2,9 +2,12 @@
 
 from pyro_gwg.proposals.gwg import (
     GWGInfo,
+    GWGMove,
     GWGState,
+    apply_move,
     coordinate_log_probs,
     gwg_init,
+    gwg_proposal,
     gwg_step,
     move_log_prob,
     proposal_logits,
@@ -16,10 +19,13 @@ from pyro_gwg.proposals.mh import accept_probability, metropolis_hastings, selec
 __all__ = [
     "CoordinateLayout",
     "GWGInfo",
+    "GWGMove",
     "GWGState",
+    "apply_move",
     "accept_probability",
     "coordinate_log_probs",
     "gwg_init",
+    "gwg_proposal",
     "gwg_step",
     "metropolis_hastings",
     "move_log_prob",

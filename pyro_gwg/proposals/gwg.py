@@ -13,7 +13,8 @@ with temperature :math:`\tau = 2` the locally balanced choice (Eqs. 3-6, Algorit
 Multi-flip variant (Appendix D, Eq. 27), written for every coordinate type: draw
 ``N`` coordinates :math:`i_1, \dots, i_N` with replacement from the coordinate marginal
 :math:`q(i \mid x) = \sum_v q(i, v \mid x)`; each distinct drawn coordinate ``i`` then
-moves to a candidate drawn from :math:`q(v \mid i, x)`. The index sequence is an
+moves to a candidate drawn from :math:`q(v \mid i, x)` (a coordinate drawn twice
+moves once, by the candidate of its first draw). The index sequence is an
 auxiliary variable, so the move is an involution given it and the MH ratio
 
 .. math:: \frac{e^{f(x')} \prod_n q(i_n \mid x') \prod_{i \in S} q(v'_i \mid i, x')}
@@ -35,9 +36,12 @@ from pyro_gwg.proposals.mh import accept_probability, metropolis_hastings, selec
 
 __all__ = [
     "GWGInfo",
+    "GWGMove",
     "GWGState",
+    "apply_move",
     "coordinate_log_probs",
     "gwg_init",
+    "gwg_proposal",
     "gwg_step",
     "move_log_prob",
     "proposal_logits",
@@ -48,16 +52,33 @@ ValueAndGrad = Callable[[torch.Tensor], Tuple[torch.Tensor, torch.Tensor]]
 
 
 class GWGState(NamedTuple):
-    """State of a batch of GWG chains.
+    """State of a batch of GWG chains, with the proposal at the current state cached.
 
     :ivar torch.Tensor codes: long ``[C, D]`` coordinates.
     :ivar torch.Tensor log_joint: ``[C]`` log joint density at ``codes``.
-    :ivar torch.Tensor logits: ``[C, D, M]`` proposal logits at ``codes``.
+    :ivar torch.Tensor log_q_coord: ``[C, D]`` log coordinate marginal of the proposal.
+    :ivar torch.Tensor log_q_cand: ``[C, D, M]`` log candidate conditional of the proposal.
     """
 
     codes: torch.Tensor
     log_joint: torch.Tensor
-    logits: torch.Tensor
+    log_q_coord: torch.Tensor
+    log_q_cand: torch.Tensor
+
+
+class GWGMove(NamedTuple):
+    """A GWG move, stored per draw.
+
+    :ivar torch.Tensor draws: long ``[C, N]`` drawn coordinates.
+    :ivar torch.Tensor candidate: long ``[C, N]`` candidate of each drawn coordinate
+        (equal for repeated draws of one coordinate).
+    :ivar torch.Tensor distinct: bool ``[C, N]``, True at the first draw of each
+        coordinate.
+    """
+
+    draws: torch.Tensor
+    candidate: torch.Tensor
+    distinct: torch.Tensor
 
 
 class GWGInfo(NamedTuple):
@@ -86,54 +107,100 @@ def proposal_logits(gains: torch.Tensor, temperature: float = 2.0) -> torch.Tens
 def coordinate_log_probs(logits: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
     r"""Split the joint proposal into coordinate marginal and candidate conditional.
 
+    :math:`q(i, v \mid x) = q(i \mid x)\, q(v \mid i, x)`.
+
     :param torch.Tensor logits: ``[C, D, M]``, ``-inf`` for invalid moves.
     :returns: ``(log q(i | x) [C, D], log q(v | i, x) [C, D, M])``. Rows of a
         coordinate without any valid move are ``-inf`` / NaN and are never drawn.
     """
+    if logits.shape[-1] == 1:  # one candidate per coordinate (bits)
+        return torch.log_softmax(logits.squeeze(-1), dim=-1), torch.zeros_like(logits)
     per_coord = torch.logsumexp(logits, dim=-1)
     log_q_coord = per_coord - torch.logsumexp(per_coord, dim=-1, keepdim=True)
     return log_q_coord, logits - per_coord.unsqueeze(-1)
 
 
-def sample_move(
-    logits: torch.Tensor, num_flips: int = 1
-) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def sample_move(log_q_coord: torch.Tensor, log_q_cand: torch.Tensor, num_flips: int = 1) -> GWGMove:
     """Draw a GWG move: ``num_flips`` coordinates with replacement, then a candidate each.
 
-    :param torch.Tensor logits: ``[C, D, M]`` proposal logits.
+    :param torch.Tensor log_q_coord: ``[C, D]`` log coordinate marginal.
+    :param torch.Tensor log_q_cand: ``[C, D, M]`` log candidate conditional.
     :param int num_flips: number ``N`` of coordinate draws (Eq. 27).
-    :returns: ``(draws [C, N], changed [C, D] bool, candidate [C, D])``; ``candidate``
-        is meaningful where ``changed``.
+    :rtype: GWGMove
     """
-    log_q_coord, _ = coordinate_log_probs(logits)
     draws = torch.multinomial(log_q_coord.exp(), num_flips, replacement=True)
-    changed = torch.zeros(log_q_coord.shape, dtype=torch.bool, device=logits.device)
-    changed.scatter_(1, draws, True)
-    rows = logits.gather(1, draws.unsqueeze(-1).expand(-1, -1, logits.shape[-1]))
-    gumbel = -torch.empty_like(rows).exponential_().log()
-    picked = (rows + gumbel).argmax(-1)
-    candidate = draws.new_zeros(log_q_coord.shape)
-    candidate.scatter_(1, draws, picked)
-    return draws, changed, candidate
+    if log_q_cand.shape[-1] == 1:  # one candidate per coordinate (bits)
+        return GWGMove(draws, torch.zeros_like(draws), _first_draws(draws))
+    rows = log_q_cand.gather(1, draws.unsqueeze(-1).expand(-1, -1, log_q_cand.shape[-1]))
+    candidate = (rows - torch.empty_like(rows).exponential_().log()).argmax(-1)  # Gumbel-max
+    if num_flips == 1:
+        return GWGMove(draws, candidate, torch.ones_like(draws, dtype=torch.bool))
+    first = _first_draw_index(draws)
+    return GWGMove(draws, candidate.gather(1, first), _first_draws(draws, first))
+
+
+def _first_draw_index(draws: torch.Tensor) -> torch.Tensor:
+    """``[C, N]``: position of the first draw of the same coordinate."""
+    return (draws.unsqueeze(-1) == draws.unsqueeze(-2)).int().argmax(-1)
+
+
+def _first_draws(draws: torch.Tensor, first=None) -> torch.Tensor:
+    """bool ``[C, N]``: True at the first draw of each coordinate."""
+    if draws.shape[1] == 1:
+        return torch.ones_like(draws, dtype=torch.bool)
+    first = _first_draw_index(draws) if first is None else first
+    return first == torch.arange(draws.shape[1], device=draws.device)
 
 
 def move_log_prob(
-    logits: torch.Tensor,
-    draws: torch.Tensor,
-    changed: torch.Tensor,
-    candidate: torch.Tensor,
+    log_q_coord: torch.Tensor, log_q_cand: torch.Tensor, move: GWGMove
 ) -> torch.Tensor:
     r"""Log probability of a move :math:`\sum_n \log q(i_n|x) + \sum_{i \in S} \log q(v_i|i,x)`.
 
-    :param torch.Tensor logits: ``[C, D, M]`` proposal logits at the starting state.
-    :param torch.Tensor draws: long ``[C, N]`` drawn coordinates.
-    :param torch.Tensor changed: bool ``[C, D]`` distinct drawn coordinates.
-    :param torch.Tensor candidate: long ``[C, D]`` candidate per changed coordinate.
+    :param torch.Tensor log_q_coord: ``[C, D]`` log coordinate marginal at the start.
+    :param torch.Tensor log_q_cand: ``[C, D, M]`` log candidate conditional at the start.
+    :param GWGMove move: the move.
     :rtype: torch.Tensor
     """
-    log_q_coord, log_q_cand = coordinate_log_probs(logits)
-    picked = log_q_cand.gather(-1, candidate.unsqueeze(-1)).squeeze(-1)
-    return log_q_coord.gather(1, draws).sum(-1) + torch.where(changed, picked, 0.0).sum(-1)
+    log_q = log_q_coord.gather(1, move.draws)
+    width = log_q_cand.shape[-1]
+    if width > 1:  # candidate factor (one for bits)
+        picked = log_q_cand.flatten(1).gather(1, move.draws * width + move.candidate)
+        log_q = log_q + (torch.where(move.distinct, picked, 0.0) if log_q.shape[1] > 1 else picked)
+    return log_q.sum(-1)
+
+
+def apply_move(
+    codes: torch.Tensor, move: GWGMove, layout: CoordinateLayout
+) -> Tuple[torch.Tensor, GWGMove]:
+    """The proposed state and the move that leads back from it.
+
+    :param torch.Tensor codes: long ``[C, D]`` current state.
+    :param GWGMove move: the forward move.
+    :param CoordinateLayout layout: the coordinate layout.
+    :returns: ``(proposed [C, D], reverse move)``.
+    """
+    old = codes.gather(1, move.draws)
+    proposed = codes.scatter(1, move.draws, layout.move(old, move.candidate, move.draws))
+    reverse = move._replace(candidate=layout.reverse(old, move.candidate, move.draws))
+    return proposed, reverse
+
+
+def gwg_proposal(
+    codes: torch.Tensor,
+    grad: torch.Tensor,
+    layout: CoordinateLayout,
+    temperature: float = 2.0,
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """The GWG proposal at ``codes``: ``coordinate_log_probs`` of the tempered gains.
+
+    :param torch.Tensor codes: long ``[C, D]``.
+    :param torch.Tensor grad: ``[C, D, M]`` packed gradient at ``codes``.
+    :param CoordinateLayout layout: the coordinate layout.
+    :param float temperature: proposal temperature.
+    :returns: ``(log q(i | x), log q(v | i, x))``.
+    """
+    return coordinate_log_probs(proposal_logits(layout.gains(codes, grad), temperature))
 
 
 def gwg_init(
@@ -151,7 +218,7 @@ def gwg_init(
     :rtype: GWGState
     """
     log_joint, grad = value_and_grad(codes)
-    return GWGState(codes, log_joint, proposal_logits(layout.gains(codes, grad), temperature))
+    return GWGState(codes, log_joint, *gwg_proposal(codes, grad, layout, temperature))
 
 
 def gwg_step(
@@ -164,7 +231,7 @@ def gwg_step(
     """One GWG transition of every chain (Algorithm 1; Eq. 27 when ``num_flips > 1``).
 
     Costs one evaluation of ``value_and_grad``, at the proposed state; the current
-    state's log joint and logits are carried in ``state``.
+    state's log joint and proposal are carried in ``state``.
 
     :param GWGState state: current state.
     :param callable value_and_grad: ``codes -> (log_joint [C], grad [C, D, M])``.
@@ -173,22 +240,23 @@ def gwg_step(
     :param int num_flips: coordinate draws per proposal.
     :returns: ``(new_state, info)``.
     """
-    codes, log_joint, logits = state
-    draws, changed, candidate = sample_move(logits, num_flips)
-    proposed = torch.where(changed, layout.move(codes, candidate), codes)
+    codes, log_joint, log_q_coord, log_q_cand = state
+    move = sample_move(log_q_coord, log_q_cand, num_flips)
+    proposed, reverse = apply_move(codes, move, layout)
     log_joint_new, grad_new = value_and_grad(proposed)
-    logits_new = proposal_logits(layout.gains(proposed, grad_new), temperature)
+    log_q_coord_new, log_q_cand_new = gwg_proposal(proposed, grad_new, layout, temperature)
     log_ratio = (
         log_joint_new
         - log_joint
-        + move_log_prob(logits_new, draws, changed, layout.reverse(codes, candidate))
-        - move_log_prob(logits, draws, changed, candidate)
+        + move_log_prob(log_q_coord_new, log_q_cand_new, reverse)
+        - move_log_prob(log_q_coord, log_q_cand, move)
     )
     accepted = metropolis_hastings(log_ratio)
     new_state = GWGState(
         select(accepted, proposed, codes),
         select(accepted, log_joint_new, log_joint),
-        select(accepted, logits_new, logits),
+        select(accepted, log_q_coord_new, log_q_coord),
+        select(accepted, log_q_cand_new, log_q_cand),
     )
-    info = GWGInfo(accepted, accept_probability(log_ratio), changed.sum(-1))
+    info = GWGInfo(accepted, accept_probability(log_ratio), move.distinct.sum(-1))
     return new_state, info

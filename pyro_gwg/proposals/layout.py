@@ -18,10 +18,14 @@ derivatives in slots ``0 .. K-1`` (zero padding beyond).
 
 Single-coordinate moves ("candidates") index the last axis of a ``[C, D, M]`` tensor:
 a scalar coordinate has candidate 0 (one step down) and 1 (one step up); a categorical
-coordinate has candidate ``k`` (switch to category ``k``).
+coordinate has candidate ``k`` (switch to category ``k``). A model whose coordinates
+are all scalar packs its gradient as ``[C, D, 1]``; one whose coordinates are all bits
+has a single candidate per coordinate, 0 (flip), so ``M = 1``.
 """
 
 from __future__ import annotations
+
+from typing import Optional
 
 import torch
 
@@ -54,8 +58,13 @@ class CoordinateLayout:
         self.num_coords = int(is_scalar.numel())
         self.all_scalar = bool(self.is_scalar.all())
         self.all_categorical = not bool(self.is_scalar.any())
+        self.all_binary = self.all_scalar and bool(((self.lower == 0) & (self.upper == 1)).all())
         widest = int(self.num_categories[~self.is_scalar].max()) if not self.all_scalar else 0
-        self.width = max(2 if not self.all_categorical else 0, widest)
+        self.width = 1 if self.all_binary else max(2 if not self.all_categorical else 0, widest)
+        self.grad_width = 1 if self.all_scalar else self.width
+        slot = torch.arange(self.width)
+        self._slot = slot
+        self._steps = (2 * slot - 1).float()
 
     def to(self, device: torch.device) -> CoordinateLayout:
         """Copy of the layout on ``device``."""
@@ -83,26 +92,32 @@ class CoordinateLayout:
         the support, or keep a categorical coordinate where it is, get ``-inf``.
 
         :param torch.Tensor codes: long ``[C, D]`` current state.
-        :param torch.Tensor grad: float ``[C, D, M]`` packed gradient.
+        :param torch.Tensor grad: float packed gradient, ``[C, D, 1]`` when every
+            coordinate is scalar, else ``[C, D, M]``.
         :returns: float ``[C, D, M]`` gains, ``-inf`` where the move is invalid.
         """
-        slot = torch.arange(self.width, device=codes.device)
         x = codes.unsqueeze(-1)
+        if self.all_binary:
+            return grad * (1 - 2 * x)
+        if self.all_scalar:
+            gain = grad[..., :1] * self._steps.to(grad.dtype)
+            valid = torch.cat([x > self.lower.unsqueeze(-1), x < self.upper.unsqueeze(-1)], -1)
+            return gain.masked_fill(~valid, -float("inf"))
+        slot = self._slot
         parts = []
         if not self.all_categorical:
-            step = (2 * slot - 1).to(grad.dtype)
-            target = x.to(grad.dtype) + step
+            step = self._steps.to(grad.dtype)
+            target = x + step
             valid = (
                 (slot < 2)
                 & (target >= self.lower.unsqueeze(-1))
                 & (target <= self.upper.unsqueeze(-1))
             )
             parts.append((grad[..., :1] * step, valid))
-        if not self.all_scalar:
-            index = x if self.all_categorical else torch.where(self.is_scalar.unsqueeze(-1), 0, x)
-            gain = grad - grad.gather(-1, index)
-            valid = (slot < self.num_categories.unsqueeze(-1)) & (slot != x)
-            parts.append((gain, valid))
+        index = x if self.all_categorical else torch.where(self.is_scalar.unsqueeze(-1), 0, x)
+        gain = grad - grad.gather(-1, index)
+        valid = (slot < self.num_categories.unsqueeze(-1)) & (slot != x)
+        parts.append((gain, valid))
         if len(parts) == 1:
             gain, valid = parts[0]
         else:
@@ -111,30 +126,51 @@ class CoordinateLayout:
             gain, valid = torch.where(mask, g_s, g_c), torch.where(mask, v_s, v_c)
         return gain.masked_fill(~valid, -float("inf"))
 
-    def move(self, codes: torch.Tensor, candidate: torch.Tensor) -> torch.Tensor:
-        """Value each coordinate takes under its candidate move.
+    def _scalar_at(self, coords: Optional[torch.Tensor]) -> torch.Tensor:
+        return self.is_scalar if coords is None else self.is_scalar[coords]
 
-        :param torch.Tensor codes: long ``[C, D]``.
-        :param torch.Tensor candidate: long ``[C, D]`` candidate index per coordinate.
+    def move(
+        self,
+        values: torch.Tensor,
+        candidate: torch.Tensor,
+        coords: Optional[torch.Tensor] = None,
+    ) -> torch.Tensor:
+        """Value a coordinate takes under its candidate move.
+
+        :param torch.Tensor values: long current values, ``[C, D]`` (every coordinate)
+            or ``[C, N]`` (the coordinates ``coords``).
+        :param torch.Tensor candidate: long candidate index, shaped like ``values``.
+        :param torch.Tensor coords: long ``[C, N]`` coordinate indices, or ``None``
+            when ``values`` covers every coordinate.
         :rtype: torch.Tensor
         """
         if self.all_categorical:
             return candidate
-        stepped = codes + 2 * candidate - 1
+        if self.all_binary:
+            return 1 - values
+        stepped = values + 2 * candidate - 1
         if self.all_scalar:
             return stepped
-        return torch.where(self.is_scalar, stepped, candidate)
+        return torch.where(self._scalar_at(coords), stepped, candidate)
 
-    def reverse(self, codes: torch.Tensor, candidate: torch.Tensor) -> torch.Tensor:
+    def reverse(
+        self,
+        values: torch.Tensor,
+        candidate: torch.Tensor,
+        coords: Optional[torch.Tensor] = None,
+    ) -> torch.Tensor:
         """Candidate that undoes ``candidate`` from the moved state.
 
-        :param torch.Tensor codes: long ``[C, D]`` state *before* the move.
-        :param torch.Tensor candidate: long ``[C, D]`` forward candidates.
+        :param torch.Tensor values: long values *before* the move (as in :meth:`move`).
+        :param torch.Tensor candidate: long forward candidates.
+        :param torch.Tensor coords: long coordinate indices, or ``None``.
         :rtype: torch.Tensor
         """
         if self.all_categorical:
-            return codes
+            return values
+        if self.all_binary:
+            return candidate
         flipped = 1 - candidate
         if self.all_scalar:
             return flipped
-        return torch.where(self.is_scalar, flipped, codes)
+        return torch.where(self._scalar_at(coords), flipped, values)
