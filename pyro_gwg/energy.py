@@ -193,9 +193,8 @@ class DiscreteEnergy:
 
     def split(self, codes: torch.Tensor) -> List[torch.Tensor]:
         """Per-site codes ``[C, *coord_shape]`` from flat codes ``[C, D]``."""
-        num_chains = codes.shape[0]
         return [
-            codes[:, sl].reshape((num_chains,) + site.coord_shape)
+            codes[:, sl].reshape((-1,) + site.coord_shape)
             for site, sl in zip(self.sites, self._slices)
         ]
 
@@ -215,12 +214,15 @@ class DiscreteEnergy:
         return self.join([s.decode(values[s.name]) for s in self.sites])
 
     # ------------------------------------------------------------------ evaluation
-    def _trace(self, values: Dict[str, torch.Tensor], num_chains: int, vectorized: bool):
+    # Below, ``num_chains`` is a Python int passed down (not read from tensor shapes),
+    # so that traced graphs carry no shape arithmetic; ``num_chains > 1`` runs the
+    # model batched over chains.
+    def _trace(self, values: Dict[str, torch.Tensor], num_chains: int):
         model = poutine.condition(self.model, data=values)
-        if vectorized:
+        if num_chains > 1:
             model = _in_chain_plate(model, num_chains, self.max_plate_nesting)
         if self.enumerated:
-            first_dim = -1 - self.max_plate_nesting - int(vectorized)
+            first_dim = -1 - self.max_plate_nesting - int(num_chains > 1)
             model = poutine.enum(model, first_available_dim=first_dim)
         return self._run_model(model)
 
@@ -233,28 +235,22 @@ class DiscreteEnergy:
                 relaxed.append(site.encode(site_codes).requires_grad_(with_grad))
         return relaxed
 
-    def _state_trace(self, codes: torch.Tensor, relaxed, vectorized: bool):
-        num_chains = codes.shape[0]
+    def _state_trace(self, codes: torch.Tensor, relaxed, num_chains: int):
         relaxed = list(relaxed)
         values = {}
         for site, site_codes in zip(self.sites, self.split(codes)):
             value = site_codes if site.kind == CATEGORICAL else relaxed.pop(0)
-            values[site.name] = value.reshape(
-                site.model_shape(num_chains, vectorized, self.max_plate_nesting)
-            )
-        return self._trace(values, num_chains, vectorized)
+            values[site.name] = value.reshape(site.model_shape(num_chains, self.max_plate_nesting))
+        return self._trace(values, num_chains)
 
-    def _forward(self, vectorized: bool, codes: torch.Tensor, *relaxed: torch.Tensor):
+    def _forward(self, num_chains: int, codes: torch.Tensor, *relaxed: torch.Tensor):
         """``(log_joint [C], *own_logits)``: the model run at one batch of states, with
         the own logits ``[C, n, K]`` of every (one-hot) categorical site."""
-        num_chains = codes.shape[0]
-        trace = self._state_trace(codes, relaxed, vectorized)
+        trace = self._state_trace(codes, relaxed, num_chains)
         own = [
-            self._own_logits(trace, site, num_chains, vectorized)
-            for site in self.sites
-            if not site.is_scalar
+            self._own_logits(trace, site, num_chains) for site in self.sites if not site.is_scalar
         ]
-        return (self._log_joint(trace, num_chains, vectorized), *own)
+        return (self._log_joint(trace, num_chains), *own)
 
     def _site_log_prob(self, site) -> torch.Tensor:
         value = site["value"]
@@ -275,23 +271,24 @@ class DiscreteEnergy:
             if site["type"] == "sample" and not isinstance(site["fn"], _Subsample)
         ]
 
-    def _log_joint(self, trace, num_chains: int, vectorized: bool) -> torch.Tensor:
+    def _log_joint(self, trace, num_chains: int) -> torch.Tensor:
         if self.enumerated:
-            return self._contract(trace, num_chains, vectorized)
+            return self._contract(trace, num_chains)
         total = 0.0
         for site in self._sample_nodes(trace):
-            total = total + self._chain_sum(self._site_log_prob(site), vectorized)
-        return torch.as_tensor(total).reshape(-1).expand(num_chains)
+            total = total + self._chain_sum(self._site_log_prob(site), num_chains)
+        total = torch.as_tensor(total).reshape(-1)
+        return total if num_chains == 1 else total.expand(num_chains)
 
-    def _chain_sum(self, log_prob: torch.Tensor, vectorized: bool) -> torch.Tensor:
-        if not vectorized:
+    def _chain_sum(self, log_prob: torch.Tensor, num_chains: int) -> torch.Tensor:
+        if num_chains == 1:
             return log_prob.sum().reshape(1)
         batch_dims = self.max_plate_nesting + 1
         if log_prob.dim() < batch_dims:
             log_prob = log_prob.reshape((1,) * (batch_dims - log_prob.dim()) + log_prob.shape)
-        return log_prob.reshape(log_prob.shape[0], -1).sum(-1)
+        return log_prob.sum(tuple(range(1, log_prob.dim()))) if log_prob.dim() > 1 else log_prob
 
-    def _contract(self, trace, num_chains: int, vectorized: bool) -> torch.Tensor:
+    def _contract(self, trace, num_chains: int) -> torch.Tensor:
         for site in self._sample_nodes(trace):
             site["unscaled_log_prob"] = site["log_prob"] = self._site_log_prob(site)
         trace.pack_tensors()
@@ -302,7 +299,7 @@ class DiscreteEnergy:
             )
             log_factors.setdefault(ordinal, []).append(site["packed"]["log_prob"])
         sum_dims = set(trace.symbol_to_dim) - set(trace.plate_to_symbol.values())
-        target = frozenset([trace.plate_to_symbol[CHAIN_PLATE]]) if vectorized else frozenset()
+        target = frozenset([trace.plate_to_symbol[CHAIN_PLATE]]) if num_chains > 1 else frozenset()
         with shared_intermediates() as cache:
             result = contract_to_tensor(log_factors, sum_dims, target_ordinal=target, cache=cache)
         return result.reshape(-1).expand(num_chains)
@@ -318,28 +315,30 @@ class DiscreteEnergy:
                 leaf, grad = relaxed.pop(0), grads.pop(0)
                 grad = torch.zeros_like(leaf) if grad is None else grad
             if site.is_scalar:
-                block = grad.reshape(grad.shape[0], site.num_coords, 1)
+                block = grad.reshape(-1, site.num_coords, 1)
             else:
                 block = own.pop(0)
                 if grad is not None:
                     block = block + grad.reshape(block.shape)
-            blocks.append(F.pad(block, (0, width - block.shape[-1])))
+            if site.grad_width < width:
+                block = F.pad(block, (0, width - site.grad_width))
+            blocks.append(block)
         grad = torch.cat(blocks, dim=1) if len(blocks) > 1 else blocks[0]
         return torch.nan_to_num(grad, nan=0.0, posinf=_LARGE, neginf=-_LARGE)
 
-    def _own_logits(self, trace, site: DiscreteSite, num_chains: int, vectorized: bool):
+    def _own_logits(self, trace, site: DiscreteSite, num_chains: int):
         logits = unwrap_distribution(trace.nodes[site.name]["fn"]).logits
-        shape = site.model_shape(num_chains, vectorized, self.max_plate_nesting)
+        shape = site.model_shape(num_chains, self.max_plate_nesting)
         if site.kind == CATEGORICAL:
             shape = shape + (site.num_categories,)
         extra = logits.dim() - len(shape)
         if extra > 0:  # logits depend on enumerated sites: average them out
             logits = logits.mean(dim=tuple(range(extra)))
-        return logits.expand(shape).reshape(num_chains, site.num_coords, site.num_categories)
+        return logits.expand(shape).reshape(-1, site.num_coords, site.num_categories)
 
-    def _value_and_grad(self, codes: torch.Tensor, vectorized: bool, forward=None):
+    def _value_and_grad(self, codes: torch.Tensor, num_chains: int, forward=None):
         if forward is None:
-            forward = partial(self._forward, vectorized)
+            forward = partial(self._forward, num_chains)
         with torch.enable_grad():
             relaxed = self._relaxed(codes, with_grad=True)
             log_joint, *own = forward(codes, *relaxed)
@@ -350,10 +349,11 @@ class DiscreteEnergy:
             )
         return log_joint.detach(), self._assemble(relaxed, grads, own)
 
-    def eager_value_and_grad(self, codes: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-        """:meth:`value_and_grad` without compilation or checks, for callers that
-        trace it inside a larger function."""
-        return self._value_and_grad(codes, codes.shape[0] > 1)
+    def traceable_value_and_grad(self, num_chains: int):
+        """:meth:`value_and_grad` for ``num_chains`` chains, uncompiled and unchecked,
+        for callers that trace it inside a larger function (after one call of
+        :meth:`value_and_grad`, which runs the checks)."""
+        return partial(self._value_and_grad, num_chains=num_chains)
 
     def value_and_grad(self, codes: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         """Log joint and packed gradient of a batch of states.
@@ -370,20 +370,21 @@ class DiscreteEnergy:
             if compiled is None:
                 compiled = self._compile(codes)
             return compiled(codes)
-        return self._value_and_grad(codes, num_chains > 1)
+        return self._value_and_grad(codes, num_chains)
 
-    def log_joint(self, codes: torch.Tensor, vectorized: Optional[bool] = None) -> torch.Tensor:
+    def log_joint(self, codes: torch.Tensor, batched: bool = True) -> torch.Tensor:
         """Log joint density of a batch of states, without gradient.
 
         :param torch.Tensor codes: long ``[C, D]`` states.
-        :param bool vectorized: run the chains batched (default: when ``C > 1``).
+        :param bool batched: run the chains in one batched run of the model (else one
+            run per chain).
         :rtype: torch.Tensor
         """
-        vectorized = codes.shape[0] > 1 if vectorized is None else vectorized
-        if not vectorized and codes.shape[0] > 1:
-            return torch.cat([self.log_joint(c.unsqueeze(0), False) for c in codes])
+        num_chains = codes.shape[0]
+        if not batched and num_chains > 1:
+            return torch.cat([self.log_joint(c.unsqueeze(0)) for c in codes])
         with torch.no_grad():
-            return self._forward(vectorized, codes, *self._relaxed(codes, False))[0]
+            return self._forward(num_chains, codes, *self._relaxed(codes, False))[0]
 
     def site_log_probs(self, codes: torch.Tensor) -> Dict[str, torch.Tensor]:
         """Per-site log-probability sums of one unbatched state ``codes [1, D]``.
@@ -394,7 +395,7 @@ class DiscreteEnergy:
         :rtype: dict
         """
         with torch.no_grad():
-            trace = self._state_trace(codes, self._relaxed(codes, False), vectorized=False)
+            trace = self._state_trace(codes, self._relaxed(codes, False), num_chains=1)
             out = {}
             for site in self._sample_nodes(trace):
                 log_prob = self._site_log_prob(site)
@@ -414,7 +415,7 @@ class DiscreteEnergy:
         probe = codes[:2].clone()
         probe[1] = self._perturb(probe[1:])[0]
         try:
-            batched = self.log_joint(probe, vectorized=True)
+            batched = self.log_joint(probe, batched=True)
         except Exception as e:
             raise UnsupportedModelError(
                 "The model does not broadcast over a leading chain dimension, which "
@@ -423,7 +424,7 @@ class DiscreteEnergy:
                 "x.sum(-1), not x.sum()), or run chains one at a time "
                 "(pyro.infer.MCMC).".format(e)
             ) from e
-        one_by_one = self.log_joint(probe, vectorized=False)
+        one_by_one = self.log_joint(probe, batched=False)
         if not torch.allclose(batched, one_by_one, rtol=1e-4, atol=1e-4):
             raise UnsupportedModelError(
                 "Batched chains change the model's log density (batched {} vs one by "
@@ -440,9 +441,9 @@ class DiscreteEnergy:
         if self.enumerated:
             return ""
         with torch.no_grad():
-            trace = self._state_trace(probe, self._relaxed(probe, False), vectorized=True)
+            trace = self._state_trace(probe, self._relaxed(probe, False), probe.shape[0])
             batched = {
-                s["name"]: self._chain_sum(self._site_log_prob(s), True)
+                s["name"]: self._chain_sum(self._site_log_prob(s), probe.shape[0])
                 for s in self._sample_nodes(trace)
             }
         singles = [self.site_log_probs(probe[i : i + 1]) for i in range(probe.shape[0])]
@@ -466,18 +467,17 @@ class DiscreteEnergy:
         tracer cannot follow a backward formula, trace the forward pass only and
         differentiate the traced graph, as Pyro's HMC does."""
         num_chains = codes.shape[0]
-        vectorized = num_chains > 1
         try:
-            compiled = trace_compile(lambda c: self._value_and_grad(c, vectorized), (codes,))
+            compiled = trace_compile(lambda c: self._value_and_grad(c, num_chains), (codes,))
         except RuntimeError:
             forward = trace_compile(
-                lambda c, *r: self._forward(vectorized, c, *r),
+                lambda c, *r: self._forward(num_chains, c, *r),
                 (codes, *self._relaxed(codes, False)),
             )
-            compiled = partial(self._value_and_grad, vectorized=vectorized, forward=forward)
+            compiled = partial(self._value_and_grad, num_chains=num_chains, forward=forward)
         for probe in (codes, self._perturb(codes)):
             f_jit, g_jit = compiled(probe)
-            f_eager, g_eager = self._value_and_grad(probe, vectorized)
+            f_eager, g_eager = self._value_and_grad(probe, num_chains)
             if not (
                 torch.allclose(f_jit, f_eager, rtol=1e-4, atol=1e-4)
                 and torch.allclose(g_jit, g_eager, rtol=1e-4, atol=1e-4)
@@ -545,7 +545,7 @@ class DiscreteEnergy:
 
         :param torch.Tensor codes: long ``[1, D]`` a valid state.
         """
-        base_total = float(self.log_joint(codes[:1], vectorized=False))
+        base_total = float(self.log_joint(codes[:1]))
         base_terms = self.site_log_probs(codes[:1])
         for site, sl in zip(self.sites, self._slices):
             if site.kind != CATEGORICAL or site.num_categories < 2:
@@ -554,7 +554,7 @@ class DiscreteEnergy:
                 continue
             shifted = codes[:1].clone()
             shifted[:, sl] = (shifted[:, sl] + 1) % site.num_categories
-            total = float(self.log_joint(shifted, vectorized=False))
+            total = float(self.log_joint(shifted))
             own = float(self.site_log_probs(shifted)[site.name])
             rest_change = (total - own) - (base_total - float(base_terms[site.name]))
             if not abs(rest_change) <= 1e-6 * (1 + abs(base_total)):  # NaN counts too

@@ -243,5 +243,5 @@ def _enumerate_log_joint(energy: DiscreteEnergy, num_states: int, chunk_size: in
     for start in range(0, num_states, chunk_size):
         index = torch.arange(start, min(start + chunk_size, num_states))
         codes = numbering.decode(index)
-        out.append(energy.log_joint(codes, vectorized=batched and len(index) > 1))
+        out.append(energy.log_joint(codes, batched=batched))
     return torch.cat(out)

@@ -128,14 +128,14 @@ class DiscreteSite:
         """Gradient entries per coordinate: 1, or ``K`` for (one-hot) categoricals."""
         return 1 if self.is_scalar else self.num_categories
 
-    def model_shape(self, num_chains: int, vectorized: bool, max_plate_nesting: int):
+    def model_shape(self, num_chains: int, max_plate_nesting: int) -> torch.Size:
         """Shape of the value handed to the model.
 
-        Unbatched runs (``vectorized=False``, one chain) see the site's own shape;
-        batched runs get a chain dimension at ``-(max_plate_nesting + 1)``, left of
-        every plate dimension, as in Pyro's vectorised particles.
+        A single chain sees the site's own shape; batched chains get a chain dimension
+        at ``-(max_plate_nesting + 1)``, left of every plate dimension, as in Pyro's
+        vectorised particles.
         """
-        if not vectorized:
+        if num_chains == 1:
             return self.value_shape
         pad = max_plate_nesting - len(self.batch_shape)
         return torch.Size((num_chains,) + (1,) * pad) + self.value_shape

@@ -10,7 +10,6 @@ recorded per draw and returned by :meth:`DiscreteKernel.diagnostics`.
 from __future__ import annotations
 
 from abc import abstractmethod
-from functools import partial
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
 import torch
@@ -130,7 +129,7 @@ class DiscreteKernel(MCMCKernel):
             )
         if self._step_fn is None:
             self._step_fn = self._compile_step(self._state)
-        self._state, info = self._step_fn(self._state)
+        self._state, info, values = self._step_fn(self._state)
         warmup = self._t < self._warmup_steps
         if self._t == self._warmup_steps:  # first draw after warmup: count afresh
             self._phase_accepted = self._phase_draws = 0
@@ -143,7 +142,11 @@ class DiscreteKernel(MCMCKernel):
         if not warmup:
             self._record(info)
         if accepted:
-            self._params = self._params_from_codes(self._state.codes)
+            self._params = (
+                self._params_from_codes(self._state.codes)
+                if values is None
+                else dict(zip(self._param_names, values))
+            )
         return self._params
 
     def logging(self) -> Dict[str, str]:
@@ -171,33 +174,47 @@ class DiscreteKernel(MCMCKernel):
         return state
 
     def _compile_step(self, state: NamedTuple):
-        """The transition function. With ``jit_compile``, the whole transition (model
-        forward and backward pass, proposal, MH) traced into one graph; where the
-        model's backward pass cannot be traced, the plain step with the energy
-        compiled on its own."""
-        plain = partial(self._step, value_and_grad=self.energy.value_and_grad)
+        """The transition function ``state -> (state, info, values)``.
+
+        With ``jit_compile``, the whole transition (model forward and backward pass,
+        proposal, MH, and the new state's model values) is traced into one graph;
+        where the model's backward pass cannot be traced, the plain step runs with
+        the energy compiled on its own. ``values`` is ``None`` when not traced.
+        """
+
+        def plain(current: NamedTuple):
+            return (*self._step(current, self.energy.value_and_grad), None)
+
         if not self.jit_compile:
             return plain
         self.energy.value_and_grad(state.codes)  # compile and check the energy first
+        value_and_grad = self.energy.traceable_value_and_grad(state.codes.shape[0])
         state_type, size, info_type = type(state), len(state), []
 
         def flat_step(*tensors):
-            new_state, info = self._step(state_type(*tensors), self.energy.eager_value_and_grad)
+            new_state, info = self._step(state_type(*tensors), value_and_grad)
             info_type.append(type(info))
-            return tuple(new_state) + tuple(info)
+            values = self._params_from_codes(new_state.codes)
+            return tuple(new_state) + tuple(info) + tuple(values[n] for n in self._param_names)
 
         try:
             traced = trace_compile(flat_step, tuple(state))
         except RuntimeError:
             return plain
+        info_size = len(info_type[0]._fields)
 
         def step(current: NamedTuple):
             out = traced(*current)
-            return state_type(*out[:size]), info_type[0](*out[size:])
+            info = info_type[0](*out[size : size + info_size])
+            return state_type(*out[:size]), info, out[size + info_size :]
 
         return step
 
     # --------------------------------------------------------------- helpers
+    @property
+    def _param_names(self) -> List[str]:
+        return [site.name for site in self.energy.sites]
+
     @property
     def state(self) -> Optional[NamedTuple]:
         """Current batched kernel state (``codes [C, D]``, ``log_joint [C]``, ...)."""
@@ -218,5 +235,5 @@ class DiscreteKernel(MCMCKernel):
         dtype = torch.get_default_dtype()
         values = self.energy.values_from_codes(codes)
         if self.vectorized_chains == 1:
-            return {k: v[0].to(dtype) for k, v in values.items()}
-        return {k: v.to(dtype) for k, v in values.items()}
+            values = {k: v[0] for k, v in values.items()}
+        return {k: v if v.dtype == dtype else v.to(dtype) for k, v in values.items()}

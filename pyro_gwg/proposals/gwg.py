@@ -128,15 +128,21 @@ def sample_move(log_q_coord: torch.Tensor, log_q_cand: torch.Tensor, num_flips: 
     :param int num_flips: number ``N`` of coordinate draws (Eq. 27).
     :rtype: GWGMove
     """
-    draws = torch.multinomial(log_q_coord.exp(), num_flips, replacement=True)
+    draws = _gumbel_argmax(log_q_coord.unsqueeze(1).expand(-1, num_flips, -1))
     if log_q_cand.shape[-1] == 1:  # one candidate per coordinate (bits)
         return GWGMove(draws, torch.zeros_like(draws), _first_draws(draws))
     rows = log_q_cand.gather(1, draws.unsqueeze(-1).expand(-1, -1, log_q_cand.shape[-1]))
-    candidate = (rows - torch.empty_like(rows).exponential_().log()).argmax(-1)  # Gumbel-max
+    candidate = _gumbel_argmax(rows)
     if num_flips == 1:
         return GWGMove(draws, candidate, torch.ones_like(draws, dtype=torch.bool))
     first = _first_draw_index(draws)
     return GWGMove(draws, candidate.gather(1, first), _first_draws(draws, first))
+
+
+def _gumbel_argmax(log_probs: torch.Tensor) -> torch.Tensor:
+    """One draw per row of the last dimension (Gumbel-max; cheaper than
+    ``torch.multinomial`` for the small batches of a sampler step)."""
+    return (log_probs - torch.empty_like(log_probs).exponential_().log()).argmax(-1)
 
 
 def _first_draw_index(draws: torch.Tensor) -> torch.Tensor:

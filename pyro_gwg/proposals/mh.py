@@ -39,4 +39,4 @@ def select(accept: torch.Tensor, new: torch.Tensor, old: torch.Tensor) -> torch.
     :param torch.Tensor old: ``[C, ...]`` current values.
     :rtype: torch.Tensor
     """
-    return torch.where(accept.view(accept.shape + (1,) * (new.dim() - 1)), new, old)
+    return torch.where(accept.reshape((-1,) + (1,) * (new.dim() - 1)), new, old)
