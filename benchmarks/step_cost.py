@@ -328,19 +328,7 @@ def profile_jit_gwg(
 
     # cProfile of the sampling phase of MCMC (enabled from the hook, after warmup)
     profiler = cProfile.Profile()
-
-    def hook(kernel, params, stage, i):
-        if stage.startswith("Sample") and i == 0:
-            profiler.enable()
-
-    mcmc = MCMC(
-        GWG(lattice_ising, jit_compile=True),
-        num_samples=steps,
-        warmup_steps=100,
-        disable_progbar=True,
-        hook_fn=hook,
-    )
-    mcmc.run(size=size, coupling=coupling)
+    _run_profiled(profiler.enable, steps, size, coupling)
     profiler.disable()
     stats = pstats.Stats(profiler)
     entries = []
@@ -359,19 +347,7 @@ def profile_jit_gwg(
 
     # torch.profiler: operators of the sampling phase
     torch_prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
-
-    def torch_hook(kernel, params, stage, i):
-        if stage.startswith("Sample") and i == 0:
-            torch_prof.start()
-
-    mcmc = MCMC(
-        GWG(lattice_ising, jit_compile=True),
-        num_samples=op_steps,
-        warmup_steps=100,
-        disable_progbar=True,
-        hook_fn=torch_hook,
-    )
-    mcmc.run(size=size, coupling=coupling)
+    _run_profiled(torch_prof.start, op_steps, size, coupling)
     torch_prof.stop()
     ops = sorted(torch_prof.key_averages(), key=lambda e: -e.self_cpu_time_total)
     result["torch_ops"] = [
@@ -392,6 +368,20 @@ def profile_jit_gwg(
     hand_calls = sum(e.count for e in hand_prof.key_averages())
     result["hand_torch_ops_total_calls_per_step"] = hand_calls / op_steps
     return result
+
+
+def _run_profiled(start, num_samples: int, size: int, coupling: float) -> None:
+    """Run jit GWG in MCMC, calling ``start()`` at the first draw after warmup."""
+
+    def hook(kernel, params, stage, i):
+        if stage.startswith("Sample") and i == 0:
+            start()
+
+    kernel = GWG(lattice_ising, jit_compile=True)
+    mcmc = MCMC(
+        kernel, num_samples=num_samples, warmup_steps=100, disable_progbar=True, hook_fn=hook
+    )
+    mcmc.run(size=size, coupling=coupling)
 
 
 def _short_path(filename: str) -> str:
