@@ -64,9 +64,10 @@ class DiscreteEnergy:
     :param int max_plate_nesting: bound on nested plates (and batch dimensions);
         guessed from one trace when ``None``.
     :param bool jit_compile: trace ``value_and_grad`` (forward *and* backward pass)
-        with :func:`torch.jit.trace`, once per number of chains. Like Pyro's HMC, the
-        model's Python control flow must not depend on latent values; the compiled
-        function is checked against the eager one at two states.
+        with :func:`torch.jit.trace`, once per number of chains; where the tracer
+        cannot follow the backward pass, trace the forward pass only and differentiate
+        it. Like Pyro's HMC, the model's Python control flow must not depend on latent
+        values; the compiled function is checked against the eager one at two states.
     :param callable init_strategy: a Pyro per-site initialisation function
         (default :func:`~pyro.infer.autoguide.initialization.init_to_sample`).
     :param int max_init_tries: initial states tried per chain before giving up.
@@ -359,7 +360,8 @@ class DiscreteEnergy:
         """Log joint and packed gradient of a batch of states.
 
         :param torch.Tensor codes: long ``[C, D]`` states.
-        :returns: ``(log_joint [C], grad [C, D, M])``; non-finite gradient entries are
+        :returns: ``(log_joint [C], grad [C, D, W])``, ``W`` the layout's
+            ``grad_width`` (1 when every coordinate is scalar); non-finite entries are
             replaced by 0 (NaN) or +-1e30 (infinities).
         """
         num_chains = codes.shape[0]

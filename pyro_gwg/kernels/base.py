@@ -26,8 +26,9 @@ class DiscreteKernel(MCMCKernel):
     """Base class of the pyro-gwg kernels; works with :class:`pyro.infer.MCMC`.
 
     :param callable model: a Pyro model whose latent sites are discrete.
-    :param bool jit_compile: compile the log joint and its gradient (forward and
-        backward pass) with :func:`torch.jit.trace`.
+    :param bool jit_compile: trace the whole transition (model forward and backward
+        pass, proposal, MH) into one graph with :func:`torch.jit.trace`; where the
+        model's backward pass cannot be traced, only its forward pass is compiled.
     :param int max_plate_nesting: bound on nested plates; guessed when ``None``.
     :param callable init_strategy: Pyro per-site initialisation strategy
         (default :func:`~pyro.infer.autoguide.initialization.init_to_sample`).
@@ -38,8 +39,8 @@ class DiscreteKernel(MCMCKernel):
     one entry per draw, plus ``acceptance rate`` and an empty ``divergences`` list
     (which ``mcmc.summary()`` and ``arviz.from_pyro`` expect).
 
-    Runners that batch chains set :attr:`vectorized_chains` before :meth:`setup`;
-    samples and statistics then carry a leading chain dimension.
+    Runners that batch chains set the attribute ``vectorized_chains`` before
+    :meth:`setup`; samples and statistics then carry a leading chain dimension.
     """
 
     def __init__(

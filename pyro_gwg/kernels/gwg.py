@@ -19,7 +19,7 @@ class GWG(DiscreteKernel):
 
     With :math:`f` the log joint of the model and :math:`g = \nabla f(x)` the gradient
     with respect to the relaxed values, the first-order estimate of the change of
-    :math:`f` under a single-coordinate move is (paper 000, Eqs. 3-4)
+    :math:`f` under a single-coordinate move is (Grathwohl et al. 2021, Eqs. 3-4)
 
     * bits: :math:`\tilde d_i = -(2x_i - 1) g_i`;
     * (one-hot) categoricals: :math:`\tilde d_{ij} = g_{ij} - g_{i x_i}`, for all
@@ -42,9 +42,9 @@ class GWG(DiscreteKernel):
     :param int num_flips: coordinates drawn per proposal (default 1).
     :param float temperature: proposal temperature :math:`\tau`; 2 is the locally
         balanced choice of the paper.
-    :param bool jit_compile: compile the log joint and its gradient with
-        :func:`torch.jit.trace` (the model's control flow must not depend on latent
-        values).
+    :param bool jit_compile: trace the whole transition (model forward and backward
+        pass, proposal, MH) into one graph with :func:`torch.jit.trace`; the model's
+        Python control flow must not depend on latent values (checked).
     :param int max_plate_nesting: bound on nested plates; guessed when ``None``.
     :param callable init_strategy: Pyro per-site initialisation strategy (default
         :func:`~pyro.infer.autoguide.initialization.init_to_sample`).

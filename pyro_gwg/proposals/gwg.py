@@ -1,4 +1,4 @@
-r"""Gibbs-With-Gradients proposals (Grathwohl et al. 2021, paper 000).
+r"""Gibbs-With-Gradients proposals (Grathwohl et al. 2021, *Oops I Took A Gradient*).
 
 Pure tensor functions, batched over a leading chain dimension ``C``, on the flat
 coordinate layout of :mod:`pyro_gwg.proposals.layout`. With ``f`` the log joint and
@@ -95,7 +95,7 @@ class GWGInfo(NamedTuple):
 
 
 def proposal_logits(gains: torch.Tensor, temperature: float = 2.0) -> torch.Tensor:
-    r"""Logits :math:`\tilde d(x) / \tau` of the GWG proposal (paper 000, Eq. 6).
+    r"""Logits :math:`\tilde d(x) / \tau` of the GWG proposal (Grathwohl et al. 2021, Eq. 6).
 
     :param torch.Tensor gains: ``[C, D, M]`` estimated log-density changes.
     :param float temperature: :math:`\tau`; 2 is the locally balanced choice.
@@ -218,7 +218,7 @@ def gwg_init(
     """Initial GWG state: one evaluation of ``value_and_grad`` at ``codes``.
 
     :param torch.Tensor codes: long ``[C, D]``.
-    :param callable value_and_grad: ``codes -> (log_joint [C], grad [C, D, M])``.
+    :param callable value_and_grad: ``codes -> (log_joint [C], grad [C, D, W])``.
     :param CoordinateLayout layout: the coordinate layout.
     :param float temperature: proposal temperature.
     :rtype: GWGState
@@ -240,7 +240,7 @@ def gwg_step(
     state's log joint and proposal are carried in ``state``.
 
     :param GWGState state: current state.
-    :param callable value_and_grad: ``codes -> (log_joint [C], grad [C, D, M])``.
+    :param callable value_and_grad: ``codes -> (log_joint [C], grad [C, D, W])``.
     :param CoordinateLayout layout: the coordinate layout.
     :param float temperature: proposal temperature.
     :param int num_flips: coordinate draws per proposal.
