@@ -25,6 +25,7 @@ def main(num_samples: int = 4000, warmup_steps: int = 1000, num_chains: int = 2)
         num_samples=num_samples,
         warmup_steps=warmup_steps,
         num_chains=num_chains,
+        mp_context="spawn",  # with enough cores, chains run in processes; see the docs
     )
     mcmc.run(noisy, coupling=0.5, noise_scale=0.8)
 

@@ -4,6 +4,7 @@ from pyro_gwg import enum, models, proposals
 from pyro_gwg.energy import DiscreteEnergy
 from pyro_gwg.enum import exact_posterior
 from pyro_gwg.kernels import GWG, DiscreteKernel
+from pyro_gwg.mcmc import MCMC
 from pyro_gwg.sites import UnsupportedModelError
 
 __version__ = "0.1.0"
@@ -12,6 +13,7 @@ __all__ = [
     "DiscreteEnergy",
     "DiscreteKernel",
     "GWG",
+    "MCMC",
     "UnsupportedModelError",
     "__version__",
     "enum",

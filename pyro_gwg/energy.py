@@ -110,7 +110,8 @@ class DiscreteEnergy:
             _guess_max_plate_nesting(trace) if max_plate_nesting is None else max_plate_nesting
         )
         self._check_static_supports()
-        self.layout = build_layout(self.sites)
+        self.device = trace.nodes[self.sites[0].name]["value"].device
+        self.layout = build_layout(self.sites).to(self.device)
         self._slices = [slice(s.offset, s.offset + s.num_coords) for s in self.sites]
         self._compiled: Dict[int, object] = {}
         self._vectorization_checked = False
@@ -457,7 +458,7 @@ class DiscreteEnergy:
 
     def _perturb(self, codes: torch.Tensor) -> torch.Tensor:
         """Move every coordinate that can move by one valid step (deterministic)."""
-        zero_grad = torch.zeros(codes.shape + (self.layout.grad_width,))
+        zero_grad = torch.zeros(codes.shape + (self.layout.grad_width,), device=codes.device)
         gains = self.layout.gains(codes, zero_grad)
         candidate = gains.argmax(-1)
         movable = torch.isfinite(gains).any(-1)
@@ -497,27 +498,52 @@ class DiscreteEnergy:
     def initial_codes(self, num_chains: int = 1) -> torch.Tensor:
         """Initial states from ``init_strategy`` with a finite log joint.
 
+        Several chains are initialised in one batched run of the model where the
+        strategy allows it (e.g. ``init_to_sample``); chains whose batched draw has a
+        non-finite log joint, and strategies that give unbatched values, fall back to
+        one run per chain.
+
         :param int num_chains: number of chains ``C``.
         :returns: long ``[C, D]``.
         :raises ValueError: naming the sites with a non-finite log-probability when no
             valid state is found in ``max_init_tries`` attempts per chain.
         """
-        states = []
-        for _ in range(num_chains):
-            previous = None
-            for _ in range(self.max_init_tries):
-                trace = self._prototype_trace()
-                codes = self.codes_from_values(
-                    {s.name: trace.nodes[s.name]["value"].unsqueeze(0) for s in self.sites}
-                )
-                if torch.isfinite(self.log_joint(codes)).all():
-                    break
-                if previous is not None and torch.equal(previous, codes):
-                    break  # a deterministic strategy gives the same state again
-                previous = codes
-            self.check_initial(codes)
-            states.append(codes)
-        return torch.cat(states)
+        codes = self._batched_initial_codes(num_chains) if num_chains > 1 else None
+        if codes is None:
+            return torch.cat([self._single_initial_codes() for _ in range(num_chains)])
+        bad = ~torch.isfinite(self.log_joint(codes))
+        for c in bad.nonzero().reshape(-1).tolist():
+            codes[c] = self._single_initial_codes()[0]
+        return codes
+
+    def _batched_initial_codes(self, num_chains: int) -> Optional[torch.Tensor]:
+        plated = _in_chain_plate(self.model, num_chains, self.max_plate_nesting)
+        try:
+            trace = self._run_model(InitMessenger(self.init_strategy)(plated))
+            values = {
+                s.name: trace.nodes[s.name]["value"].reshape((num_chains,) + s.value_shape)
+                for s in self.sites
+            }
+        except (RuntimeError, ValueError):  # values without the chain dimension
+            return None
+        codes = self.codes_from_values(values)
+        self.check_vectorized(codes)
+        return codes
+
+    def _single_initial_codes(self) -> torch.Tensor:
+        previous = None
+        for _ in range(self.max_init_tries):
+            trace = self._prototype_trace()
+            codes = self.codes_from_values(
+                {s.name: trace.nodes[s.name]["value"].unsqueeze(0) for s in self.sites}
+            )
+            if torch.isfinite(self.log_joint(codes)).all():
+                break
+            if previous is not None and torch.equal(previous, codes):
+                break  # a deterministic strategy gives the same state again
+            previous = codes
+        self.check_initial(codes)
+        return codes
 
     def check_initial(self, codes: torch.Tensor) -> None:
         """Raise a clear error if any chain of ``codes`` has a -inf or NaN log joint."""

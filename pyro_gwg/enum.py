@@ -40,6 +40,7 @@ class StateIndex:
 
     def decode(self, index: torch.Tensor) -> torch.Tensor:
         """Codes ``[n, D]`` of the states numbered ``index [n]``."""
+        index = index.to(self.strides.device)
         return (index.unsqueeze(-1) // self.strides) % self.size + self.offset
 
     def encode(self, codes: torch.Tensor) -> torch.Tensor:
@@ -200,7 +201,7 @@ def exact_posterior(
         site.lower = site.lower.clamp(min=low)
         site.upper = site.upper.clamp(max=high)
     if bounds:
-        energy.layout = build_layout(energy.sites)
+        energy.layout = build_layout(energy.sites).to(energy.device)
     sizes = energy.layout.num_values()
     for site in energy.sites:
         block = sizes[site.offset : site.offset + site.num_coords]

@@ -122,21 +122,33 @@ class DiscreteKernel(MCMCKernel):
     def initial_params(self, params: Dict[str, torch.Tensor]) -> None:
         self._initial_params = params
 
+    def transition(self) -> Tuple[NamedTuple, Optional[Tuple[torch.Tensor, ...]]]:
+        """One transition of every chain, with warmup adaptation; no host sync.
+
+        The entry point for runners that drive the kernel directly (such as
+        :class:`pyro_gwg.MCMC`); :meth:`sample` wraps it for :class:`pyro.infer.MCMC`.
+
+        :returns: ``(info, values)``: the step's per-chain statistics and, when the
+            step is compiled, the new state's model values (site order), else ``None``.
+        """
+        if self._step_fn is None:
+            self._step_fn = self._compile_step(self._state)
+        self._state, info, values = self._step_fn(self._state)
+        if self._t < self._warmup_steps:
+            self._adapt(info)
+        self._t += 1
+        return info, values
+
     def sample(self, params: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
         if params is not self._params:  # the caller changed the state: start from it
             self._state = self._init_state(
                 self.energy.codes_from_values(self._with_chain_dim(params)),
                 self.energy.value_and_grad,
             )
-        if self._step_fn is None:
-            self._step_fn = self._compile_step(self._state)
-        self._state, info, values = self._step_fn(self._state)
-        warmup = self._t < self._warmup_steps
         if self._t == self._warmup_steps:  # first draw after warmup: count afresh
             self._phase_accepted = self._phase_draws = 0
-        self._t += 1
-        if warmup:
-            self._adapt(info)
+        warmup = self._t < self._warmup_steps
+        info, values = self.transition()
         accepted = int(info.accepted.sum())
         self._phase_accepted += accepted
         self._phase_draws += info.accepted.numel()
@@ -210,6 +222,10 @@ class DiscreteKernel(MCMCKernel):
             return state_type(*out[:size]), info, out[size + info_size :]
 
         return step
+
+    def current_values(self) -> Dict[str, torch.Tensor]:
+        """Model values (floats) of the current state, ``[C, ...]`` for batched chains."""
+        return self._params_from_codes(self._state.codes)
 
     # --------------------------------------------------------------- helpers
     @property
