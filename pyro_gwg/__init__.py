@@ -4,6 +4,7 @@ from pyro_gwg import enum, models, proposals
 from pyro_gwg.energy import DiscreteEnergy
 from pyro_gwg.enum import exact_posterior
 from pyro_gwg.kernels import GWG, DiscreteKernel
+from pyro_gwg.kernels.mixed import MixedGibbs
 from pyro_gwg.mcmc import MCMC
 from pyro_gwg.sites import UnsupportedModelError
 
@@ -14,6 +15,7 @@ __all__ = [
     "DiscreteKernel",
     "GWG",
     "MCMC",
+    "MixedGibbs",
     "UnsupportedModelError",
     "__version__",
     "enum",

@@ -107,7 +107,7 @@ class DiscreteEnergy:
         self.enumerated: List[str] = []
         self._discover(trace)
         self.max_plate_nesting = (
-            _guess_max_plate_nesting(trace) if max_plate_nesting is None else max_plate_nesting
+            guess_max_plate_nesting(trace) if max_plate_nesting is None else max_plate_nesting
         )
         self._check_static_supports()
         self.device = trace.nodes[self.sites[0].name]["value"].device
@@ -629,7 +629,7 @@ def _in_chain_plate(model, num_chains: int, max_plate_nesting: int):
     return batched
 
 
-def _guess_max_plate_nesting(trace) -> int:
+def guess_max_plate_nesting(trace) -> int:
     """Deepest plate dimension or batch rank of any sample site (at least 0)."""
     depth = 0
     for site in trace.nodes.values():

@@ -13,12 +13,15 @@ from __future__ import annotations
 
 from typing import Dict, Optional, Tuple
 
+import pyro.poutine as poutine
 import torch
+from pyro.infer import infer_discrete
+from torch.distributions import Categorical
 
-from pyro_gwg.energy import DiscreteEnergy
-from pyro_gwg.sites import UnsupportedModelError, build_layout
+from pyro_gwg.energy import DiscreteEnergy, guess_max_plate_nesting
+from pyro_gwg.sites import UnsupportedModelError, build_layout, unwrap_distribution
 
-__all__ = ["ExactPosterior", "StateIndex", "exact_posterior"]
+__all__ = ["ExactPosterior", "StateIndex", "exact_posterior", "sample_enumerated"]
 
 
 class StateIndex:
@@ -246,3 +249,62 @@ def _enumerate_log_joint(energy: DiscreteEnergy, num_states: int, chunk_size: in
         codes = numbering.decode(index)
         out.append(energy.log_joint(codes, batched=batched))
     return torch.cat(out)
+
+
+def sample_enumerated(
+    model,
+    samples: Dict[str, torch.Tensor],
+    *args,
+    max_plate_nesting: Optional[int] = None,
+    temperature: int = 1,
+    **kwargs,
+) -> Dict[str, torch.Tensor]:
+    """Draw the sites a model sums out by enumeration, for every posterior draw.
+
+    MCMC with enumeration (Pyro's HMC/NUTS on ``config_enumerate(model)``, or a
+    pyro-gwg kernel on a model with sites marked ``infer={"enumerate": "parallel"}``)
+    never samples the enumerated sites, and ``get_samples()`` does not contain them.
+    This runs :func:`pyro.infer.infer_discrete` on the model conditioned on each draw,
+    which samples them from their conditional posterior (``temperature=1``) or takes
+    their most likely values (``temperature=0``).
+
+    :param callable model: the model with its enumeration marks.
+    :param dict samples: ``{site: [N, ...]}`` draws, e.g. ``mcmc.get_samples()``.
+    :param args: the model's positional arguments.
+    :param int max_plate_nesting: bound on nested plates; guessed when ``None``.
+    :param int temperature: 1 to sample, 0 for the MAP values.
+    :param kwargs: the model's keyword arguments.
+    :returns: ``samples`` with a ``[N, ...]`` entry added for every enumerated site.
+    """
+    with poutine.block():
+        trace = poutine.trace(model).get_trace(*args, **kwargs)
+    if max_plate_nesting is None:
+        max_plate_nesting = guess_max_plate_nesting(trace)
+    enumerated = [
+        name
+        for name, site in trace.nodes.items()
+        if site["type"] == "sample"
+        and not site["is_observed"]
+        and site["infer"].get("enumerate") == "parallel"
+    ]
+    if not enumerated:
+        raise ValueError("The model marks no site infer={'enumerate': 'parallel'}.")
+    # MCMC returns float draws; Categorical values are indices for the model
+    index_sites = {
+        name
+        for name, site in trace.nodes.items()
+        if site["type"] == "sample" and isinstance(unwrap_distribution(site["fn"]), Categorical)
+    }
+    num_draws = len(next(iter(samples.values())))
+    draws: Dict[str, list] = {name: [] for name in enumerated}
+    for i in range(num_draws):
+        values = {k: v[i].long() if k in index_sites else v[i] for k, v in samples.items()}
+        conditioned = poutine.condition(model, data=values)
+        discrete = infer_discrete(
+            conditioned, first_available_dim=-1 - max_plate_nesting, temperature=temperature
+        )
+        with poutine.block():
+            tr = poutine.trace(discrete).get_trace(*args, **kwargs)
+        for name in enumerated:
+            draws[name].append(tr.nodes[name]["value"])
+    return {**samples, **{name: torch.stack(v) for name, v in draws.items()}}

@@ -223,6 +223,16 @@ class DiscreteKernel(MCMCKernel):
 
         return step
 
+    @property
+    def params(self) -> Optional[Dict[str, torch.Tensor]]:
+        """The model values last returned by :meth:`sample` (the current state)."""
+        return self._params
+
+    def refresh(self) -> None:
+        """Re-evaluate the current state, after the model changed under it (for example
+        when another kernel moved the sites this kernel conditions on)."""
+        self._state = self._init_state(self._state.codes, self.energy.value_and_grad)
+
     def current_values(self) -> Dict[str, torch.Tensor]:
         """Model values (floats) of the current state, ``[C, ...]`` for batched chains."""
         return self._params_from_codes(self._state.codes)

@@ -1,0 +1,221 @@
+"""MixedGibbs (HMC/NUTS + a discrete kernel) and recovering enumerated sites."""
+
+import itertools
+import math
+
+import pyro
+import pyro.distributions as dist
+import pytest
+import torch
+from pyro.infer import HMC, MCMC, NUTS, config_enumerate
+from pyro.ops.stats import effective_sample_size
+
+from pyro_gwg import GWG, MixedGibbs, UnsupportedModelError
+from pyro_gwg.enum import sample_enumerated
+
+pytestmark = pytest.mark.filterwarnings("ignore:Categorical site")
+
+Y_MIX = torch.tensor([-2.5, -1.2, 0.3, 1.1, 2.2, 3.0])
+WEIGHTS = torch.tensor([0.4, 0.6])
+PRIOR_LOCS = torch.tensor([-2.0, 2.0])
+
+
+def gaussian_mixture(y):
+    """Two components; Categorical assignments used as indices."""
+    locs = pyro.sample("locs", dist.Normal(PRIOR_LOCS, 1.0).to_event(1))
+    with pyro.plate("data", len(y)):
+        z = pyro.sample("z", dist.Categorical(WEIGHTS))
+        pyro.sample("y", dist.Normal(locs[z], 1.0), obs=y)
+
+
+def mixture_moments_by_quadrature(y):
+    """Exact posterior mean and sd of the two locations, assignments summed out."""
+    grid = torch.linspace(-7, 7, 561, dtype=torch.float64)
+    l0, l1 = grid[:, None, None], grid[None, :, None]
+    yy = y.double()
+    like = torch.logaddexp(
+        WEIGHTS[0].double().log() + dist.Normal(l0, 1.0).log_prob(yy),
+        WEIGHTS[1].double().log() + dist.Normal(l1, 1.0).log_prob(yy),
+    ).sum(-1)
+    log_post = like + dist.Normal(-2.0, 1.0).log_prob(grid)[:, None]
+    log_post = log_post + dist.Normal(2.0, 1.0).log_prob(grid)[None, :]
+    p = (log_post - log_post.logsumexp((0, 1))).exp()
+    m0, m1 = (p.sum(1) * grid).sum(), (p.sum(0) * grid).sum()
+    s0 = ((p.sum(1) * grid**2).sum() - m0**2).sqrt()
+    s1 = ((p.sum(0) * grid**2).sum() - m1**2).sqrt()
+    return torch.stack([m0, m1]).float(), torch.stack([s0, s1]).float()
+
+
+X = torch.tensor(
+    [
+        [1.0, 0.5, -1.2],
+        [0.3, -1.0, 0.8],
+        [-0.7, 1.4, 0.2],
+        [1.5, 0.1, -0.4],
+        [-1.1, -0.6, 1.0],
+        [0.4, 0.9, 0.6],
+        [0.9, -1.3, -0.8],
+        [-0.2, 0.7, 1.3],
+    ]
+)
+Y_REG = torch.tensor([1.9, -0.4, 1.1, 2.6, -1.5, 1.3, 1.0, 0.2])
+TAU, SIGMA, PI = 1.5, 0.7, 0.4
+
+
+def spike_and_slab(y):
+    """Linear regression; coefficient j is s_j * b_j with s_j ~ Bernoulli(pi)."""
+    beta = []
+    for j in range(3):
+        s = pyro.sample("s{}".format(j), dist.Bernoulli(PI))
+        b = pyro.sample("b{}".format(j), dist.Normal(0.0, TAU))
+        beta.append(s * b)
+    mean = X @ torch.stack(beta, -1).unsqueeze(-1)
+    with pyro.plate("data", len(y)):
+        pyro.sample("y", dist.Normal(mean.squeeze(-1), SIGMA), obs=y)
+
+
+def spike_and_slab_exact(y):
+    """Inclusion probabilities and posterior means of b by conjugacy, s enumerated."""
+    log_w, means = [], []
+    for s in itertools.product([0, 1], repeat=3):
+        active = [j for j in range(3) if s[j]]
+        xa = X[:, active].double()
+        cov = SIGMA**2 * torch.eye(len(y), dtype=torch.float64) + TAU**2 * xa @ xa.T
+        log_ml = dist.MultivariateNormal(torch.zeros(len(y), dtype=torch.float64), cov).log_prob(
+            y.double()
+        )
+        log_prior = sum(math.log(PI) if v else math.log(1 - PI) for v in s)
+        log_w.append(log_ml + log_prior)
+        mean = torch.zeros(3, dtype=torch.float64)
+        if active:
+            precision = xa.T @ xa / SIGMA**2 + torch.eye(len(active), dtype=torch.float64) / TAU**2
+            mean[active] = torch.linalg.solve(precision, xa.T @ y.double() / SIGMA**2)
+        means.append(mean)
+    w = torch.softmax(torch.stack(log_w), 0)
+    states = torch.tensor(list(itertools.product([0, 1], repeat=3)), dtype=torch.float64)
+    return (w @ states).float(), (w @ torch.stack(means)).float()
+
+
+def assert_close(draws, exact, what):
+    """``draws [C, T, K]`` means against exact values; the standard error comes from
+    the ESS of each column (a column constant over the run borrows the smallest ESS
+    of the others, and its variance is floored at one draw's worth)."""
+    num = draws.shape[0] * draws.shape[1]
+    ess = torch.stack(
+        [effective_sample_size(draws[..., k].double(), 0, 1) for k in range(draws.shape[-1])]
+    )
+    finite = ess[torch.isfinite(ess)]
+    ess = torch.where(torch.isfinite(ess), ess, finite.min() if finite.numel() else 1.0)
+    var = draws.reshape(num, -1).double().var(0).clamp(min=1.0 / num)
+    z = (draws.mean((0, 1)) - exact) / (var / ess).sqrt()
+    assert z.abs().max() < 4.5, "{}: estimates {} exact {} z {}".format(
+        what, draws.mean((0, 1)).tolist(), exact.tolist(), z.tolist()
+    )
+
+
+def test_gaussian_mixture_with_index_assignments_is_exact():
+    pyro.set_rng_seed(0)
+    mcmc = MCMC(
+        MixedGibbs(NUTS(gaussian_mixture), GWG()),
+        num_samples=1500,
+        warmup_steps=300,
+        num_chains=2,
+        disable_progbar=True,
+    )
+    mcmc.run(Y_MIX)
+    locs = mcmc.get_samples(group_by_chain=True)["locs"]
+    mean, sd = mixture_moments_by_quadrature(Y_MIX)
+    assert_close(locs, mean, "posterior means of the locations")
+    # second moments: E[locs^2] = sd^2 + mean^2
+    assert_close(locs**2, sd**2 + mean**2, "posterior second moments")
+    z = mcmc.get_samples()["z"]
+    assert z.shape == (3000, 6) and set(z.unique().tolist()) <= {0.0, 1.0}
+
+
+def test_spike_and_slab_regression_is_exact():
+    pyro.set_rng_seed(1)
+    mcmc = MCMC(
+        MixedGibbs(HMC(spike_and_slab, num_steps=4), GWG()),
+        num_samples=2000,
+        warmup_steps=300,
+        num_chains=2,
+        disable_progbar=True,
+    )
+    mcmc.run(Y_REG)
+    samples = mcmc.get_samples(group_by_chain=True)
+    s = torch.stack([samples["s{}".format(j)] for j in range(3)], -1)
+    b_active = torch.stack(
+        [samples["b{}".format(j)] * samples["s{}".format(j)] for j in range(3)], -1
+    )
+    inclusion, mean_beta = spike_and_slab_exact(Y_REG)
+    assert_close(s, inclusion, "inclusion probabilities")
+    assert_close(b_active, mean_beta, "posterior means of s_j b_j")
+
+
+@pytest.mark.slow
+def test_mixture_agrees_with_nuts_on_the_enumerated_model():
+    pyro.set_rng_seed(2)
+    nuts = MCMC(
+        NUTS(config_enumerate(gaussian_mixture), max_plate_nesting=1),
+        num_samples=600,
+        warmup_steps=200,
+        num_chains=2,
+        disable_progbar=True,
+    )
+    nuts.run(Y_MIX)
+    mixed = MCMC(
+        MixedGibbs(NUTS(gaussian_mixture), GWG()), 600, 200, num_chains=2, disable_progbar=True
+    )
+    mixed.run(Y_MIX)
+    a = nuts.get_samples(group_by_chain=True)["locs"]
+    b = mixed.get_samples(group_by_chain=True)["locs"]
+    ess_a = effective_sample_size(a.double(), 0, 1)
+    ess_b = effective_sample_size(b.double(), 0, 1)
+    se = (a.flatten(0, 1).var(0) / ess_a + b.flatten(0, 1).var(0) / ess_b).sqrt()
+    assert ((a.mean((0, 1)) - b.mean((0, 1))).abs() / se).max() < 4.5
+
+
+def test_enumerated_sites_are_recovered_after_the_run():
+    pyro.set_rng_seed(3)
+    model = config_enumerate(gaussian_mixture)
+    nuts = MCMC(NUTS(model, max_plate_nesting=1), 50, 50, disable_progbar=True)
+    nuts.run(Y_MIX)
+    samples = sample_enumerated(model, nuts.get_samples(), Y_MIX)
+    assert samples["z"].shape == (50, 6)
+    # the clearly separated end points are assigned to their component
+    assert samples["z"][:, 0].float().mean() < 0.2 and samples["z"][:, 5].float().mean() > 0.8
+    with pytest.raises(ValueError, match="marks no site"):
+        sample_enumerated(gaussian_mixture, nuts.get_samples(), Y_MIX)
+
+
+def test_bad_combinations_are_refused():
+    with pytest.raises(UnsupportedModelError, match="jit_compile=False"):
+        MixedGibbs(NUTS(gaussian_mixture, jit_compile=True), GWG())
+    with pytest.raises(TypeError, match="pyro-gwg kernel"):
+        MixedGibbs(NUTS(gaussian_mixture), NUTS(gaussian_mixture))
+
+    def discrete_only(y):
+        with pyro.plate("data", len(y)):
+            z = pyro.sample("z", dist.Categorical(WEIGHTS))
+            pyro.sample("y", dist.Normal(PRIOR_LOCS[z], 1.0), obs=y)
+
+    with pytest.raises(UnsupportedModelError, match="no continuous latent sites"):
+        MixedGibbs(NUTS(discrete_only), GWG()).setup(0, Y_MIX)
+
+
+def test_each_half_step_refreshes_the_other_kernel(monkeypatch):
+    # a stale cached log density (HMC's potential under the old discrete values, or the
+    # discrete kernel's log joint under the old continuous values) biases the sweep;
+    # the spike-and-slab test above fails when HMC's cache is not cleared
+    calls = []
+    kernel = MixedGibbs(HMC(gaussian_mixture, num_steps=2), GWG())
+    kernel.setup(0, Y_MIX)
+    monkeypatch.setattr(kernel.inner_kernel, "clear_cache", lambda: calls.append("hmc"))
+    refresh = kernel.discrete_kernel.refresh
+    monkeypatch.setattr(
+        kernel.discrete_kernel, "refresh", lambda: (calls.append("discrete"), refresh())
+    )
+    params = kernel.initial_params
+    for _ in range(3):
+        params = kernel.sample(params)
+    assert calls == ["hmc", "discrete"] * 3
