@@ -16,6 +16,7 @@ only to refresh the progress bar.
 
 from __future__ import annotations
 
+import time
 from typing import Callable, Dict, Optional
 
 import pyro
@@ -109,6 +110,10 @@ class MCMC:
         self.mp_context = mp_context
         self._samples: Optional[Dict[str, torch.Tensor]] = None
         self._stats: Dict[str, torch.Tensor] = {}
+        #: wall-clock seconds of the last run: ``setup`` (tracing, initial states),
+        #: ``warmup`` and ``sampling`` (compilation falls in the first step of warmup,
+        #: or of sampling without warmup), summed over chains run one after the other
+        self.timing: Dict[str, float] = {}
         self._args, self._kwargs = (), {}
 
     # ------------------------------------------------------------------ running
@@ -122,6 +127,7 @@ class MCMC:
             args = tuple(_to(a, self.device) for a in args)
             kwargs = {k: _to(v, self.device) for k, v in kwargs.items()}
         self._args, self._kwargs = args, kwargs
+        self.timing = {"setup": 0.0, "warmup": 0.0, "sampling": 0.0}
         with pyro.validation_enabled(not self.disable_validation):
             if self.chain_method == "parallel":
                 self._run_with_pyro(args, kwargs)
@@ -149,7 +155,9 @@ class MCMC:
         if initial_params is not None and num_chains == 1:
             initial_params = {k: v[0] for k, v in initial_params.items()}
         kernel.initial_params = initial_params
+        clock = time.perf_counter()
         kernel.setup(self.warmup_steps, *args, **kwargs)
+        clock = self._tick("setup", clock)
         energy = kernel.energy
         kept = self.num_samples // self.thinning
         layout = energy.layout
@@ -168,6 +176,7 @@ class MCMC:
             accepted = accepted + info.accepted.sum()
             sampling = t >= self.warmup_steps
             if t == self.warmup_steps:
+                clock = self._tick("warmup", clock)
                 bar.set_description("Sample " + label)
                 accepted = torch.zeros_like(accepted)
                 phase_start = t
@@ -184,6 +193,8 @@ class MCMC:
                 rate = float(accepted) / (steps * num_chains)
                 bar.set_postfix({"acc. rate": "{:.3f}".format(rate)}, refresh=False)
                 bar.update(t + 1 - bar.n)
+        _synchronize(codes_buffer.device)
+        self._tick("sampling", clock)
         bar.close()
         values = energy.values_from_codes(codes_buffer.reshape(-1, layout.num_coords).long())
         dtype = torch.get_default_dtype()
@@ -193,6 +204,11 @@ class MCMC:
         }
         kernel.cleanup()
         return samples, stats
+
+    def _tick(self, phase: str, since: float) -> float:
+        now = time.perf_counter()
+        self.timing[phase] += now - since
+        return now
 
     @staticmethod
     def _store_stats(stats, info, log_joint, k, num_chains, kept):
@@ -262,6 +278,11 @@ class MCMC:
     def summary(self, prob: float = 0.9) -> None:
         """Print Pyro's summary table (mean, std, quantiles, n_eff, r_hat per site)."""
         print_summary(self._samples, prob=prob)
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def _to(value, device):

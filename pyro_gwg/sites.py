@@ -192,9 +192,9 @@ def classify_site(name: str, fn, value: torch.Tensor) -> DiscreteSite:
             "Latent site '{}' is continuous ({}, support {}). GWG and the other "
             "pyro-gwg kernels sample discrete sites only. A model with continuous "
             "latent sites needs a mixed kernel that alternates HMC/NUTS on the "
-            "continuous sites with a discrete kernel (pyro_gwg.MixedGibbs, planned); "
-            "until then, observe the site (pyro.condition), integrate it out "
-            "analytically, or sample the model with Pyro's NUTS after marking the "
+            "continuous sites with a discrete kernel: "
+            "pyro_gwg.MixedGibbs(NUTS(model), GWG()). Alternatively observe the site "
+            "(pyro.condition), or sample the model with Pyro's NUTS after marking the "
             "discrete sites infer={{'enumerate': 'parallel'}}.".format(name, dist_name, support)
         )
     batch_shape, event_shape = fn.batch_shape, fn.event_shape

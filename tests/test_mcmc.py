@@ -54,6 +54,8 @@ def test_results_interface_matches_pyro():
     assert 0 < diag["acceptance rate"]["chain 3"] <= 1
     stats = mcmc.get_statistics()
     assert stats["log_joint"].shape == (12, 60) and stats["num_changed"].eq(1).all()
+    assert set(mcmc.timing) == {"setup", "warmup", "sampling"}
+    assert all(v > 0 for v in mcmc.timing.values())
 
 
 def test_sequential_and_parallel_chain_methods(monkeypatch):
