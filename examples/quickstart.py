@@ -7,13 +7,15 @@ prior on a 16 x 16 binary image ``x`` and Gaussian noise on the observed pixels 
 Run: ``python examples/quickstart.py``
 """
 
+import arviz as az
 import pyro
 import torch
+import xarray as xr
 from pyro.infer import MCMC
 from pyro.infer.mcmc.util import print_summary
 from pyro.ops.stats import effective_sample_size
 
-from pyro_gwg import GWG
+from pyro_gwg import GWG, to_inference_data
 from pyro_gwg.models import ising_denoising, noisy_image
 
 
@@ -61,11 +63,23 @@ def main(num_samples: int = 4000, warmup_steps: int = 1000, num_chains: int = 2)
             float((naive != clean).float().mean()), float((restored != clean).float().mean())
         )
     )
+
+    # the run as ArviZ InferenceData (pixels as integers, per-draw acceptance rate, the
+    # pointwise log-likelihood of every observed pixel), and its summary of those pixels
+    idata = to_inference_data(mcmc)
+    rows, cols = uncertain // 16, uncertain % 16
+    x_uncertain = idata.posterior["x"].isel(
+        rows=xr.DataArray(rows, dims="pixel"), cols=xr.DataArray(cols, dims="pixel")
+    )
+    labels = ["{},{}".format(int(r), int(c)) for r, c in zip(rows, cols)]
+    print("\nArviZ summary of the same pixels (row,col):")
+    print(az.summary(x_uncertain.assign_coords(pixel=labels).to_dataset()).to_string())
     return {
         "acceptance": acceptance,
         "ess_log_joint": ess_log_joint,
         "restored": restored,
         "clean": clean,
+        "idata": idata,
     }
 
 

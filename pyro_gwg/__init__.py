@@ -1,9 +1,19 @@
 """pyro-gwg: gradient-informed MCMC for the discrete latent sites of Pyro models."""
 
-from pyro_gwg import enum, models, proposals
+from pyro_gwg import diagnostics, enum, models, proposals
 from pyro_gwg.energy import DiscreteEnergy
 from pyro_gwg.enum import exact_posterior
-from pyro_gwg.kernels import GWG, DiscreteKernel
+from pyro_gwg.inference_data import to_inference_data
+from pyro_gwg.kernels import (
+    AVG,
+    GWG,
+    NCG,
+    PAVG,
+    DiscreteKernel,
+    Gibbs,
+    HammingBall,
+    LocallyBalanced,
+)
 from pyro_gwg.kernels.mixed import MixedGibbs
 from pyro_gwg.mcmc import MCMC
 from pyro_gwg.sites import UnsupportedModelError
@@ -11,15 +21,23 @@ from pyro_gwg.sites import UnsupportedModelError
 __version__ = "0.1.0"
 
 __all__ = [
+    "AVG",
     "DiscreteEnergy",
     "DiscreteKernel",
     "GWG",
+    "Gibbs",
+    "HammingBall",
+    "LocallyBalanced",
     "MCMC",
     "MixedGibbs",
+    "NCG",
+    "PAVG",
     "UnsupportedModelError",
     "__version__",
+    "diagnostics",
     "enum",
     "exact_posterior",
     "models",
     "proposals",
+    "to_inference_data",
 ]

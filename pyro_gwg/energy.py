@@ -78,7 +78,7 @@ class DiscreteEnergy:
         >>> import pyro.distributions as dist
         >>> def model():
         ...     x = pyro.sample("x", dist.Bernoulli(0.5).expand([3]).to_event(1))
-        ...     pyro.sample("y", dist.Normal(x.sum(-1), 1.0), obs=torch.tensor(2.0))
+        ...     pyro.sample("y", dist.Normal(x.sum(-1, keepdim=True), 1.0), obs=torch.tensor(2.0))
         >>> energy = DiscreteEnergy(model)
         >>> f, grad = energy.value_and_grad(torch.tensor([[1, 0, 1]]))
         >>> f.shape, grad.shape
@@ -423,18 +423,20 @@ class DiscreteEnergy:
             raise UnsupportedModelError(
                 "The model does not broadcast over a leading chain dimension, which "
                 "batched chains need: {}. Write the model with pyro.plate for every "
-                "batch dimension, reduce only over its own dimensions (e.g. "
-                "x.sum(-1), not x.sum()), or run chains one at a time "
-                "(pyro.infer.MCMC).".format(e)
+                "batch dimension and reduce only over a site's own dimensions, keeping "
+                "the plate's dimension for sites outside the plate (x.sum(-1, "
+                "keepdim=True), not x.sum() or x.sum(-1)), or run chains one at a "
+                "time (pyro.infer.MCMC).".format(e)
             ) from e
         one_by_one = self.log_joint(probe, batched=False)
         if not torch.allclose(batched, one_by_one, rtol=1e-4, atol=1e-4):
             raise UnsupportedModelError(
                 "Batched chains change the model's log density (batched {} vs one by "
                 "one {}){}. The model mixes chains, typically through a reduction over "
-                "all dimensions (x.sum()) or a reshape; reduce only over the site's "
-                "own dimensions (x.sum(-1)) and use pyro.plate for batch dimensions, "
-                "or run chains one at a time (pyro.infer.MCMC).".format(
+                "all dimensions (x.sum()), a reduction that drops a plate's dimension "
+                "(x.sum(-1) feeding a site outside the plate) or a reshape; write "
+                "x.sum(-1, keepdim=True), use pyro.plate for batch dimensions, or run "
+                "chains one at a time (pyro.infer.MCMC).".format(
                     batched.tolist(), one_by_one.tolist(), self._mismatching_site(probe)
                 )
             )

@@ -57,7 +57,7 @@ class GWG(DiscreteKernel):
         >>> def model(y):
         ...     with pyro.plate("sites", 3):
         ...         x = pyro.sample("x", dist.Bernoulli(0.5))
-        ...     pyro.sample("y", dist.Normal(x.sum(-1), 1.0), obs=y)
+        ...     pyro.sample("y", dist.Normal(x.sum(-1, keepdim=True), 1.0), obs=y)
         >>> pyro.set_rng_seed(0)
         >>> mcmc = MCMC(GWG(model), num_samples=200, warmup_steps=50, disable_progbar=True)
         >>> mcmc.run(torch.tensor(2.0))

@@ -87,11 +87,17 @@ class GWGInfo(NamedTuple):
     :ivar torch.Tensor accepted: bool ``[C]``.
     :ivar torch.Tensor accept_prob: ``[C]`` MH acceptance probability.
     :ivar torch.Tensor num_changed: long ``[C]`` coordinates changed by the proposal.
+    :ivar torch.Tensor energy_evals: long ``[C]`` log-joint evaluations per chain in
+        this step (1: at the proposed state).
+    :ivar torch.Tensor grad_evals: long ``[C]`` gradient evaluations per chain in this
+        step (1: at the proposed state).
     """
 
     accepted: torch.Tensor
     accept_prob: torch.Tensor
     num_changed: torch.Tensor
+    energy_evals: torch.Tensor
+    grad_evals: torch.Tensor
 
 
 def proposal_logits(gains: torch.Tensor, temperature: float = 2.0) -> torch.Tensor:
@@ -264,5 +270,6 @@ def gwg_step(
         select(accepted, log_q_coord_new, log_q_coord),
         select(accepted, log_q_cand_new, log_q_cand),
     )
-    info = GWGInfo(accepted, accept_probability(log_ratio), move.distinct.sum(-1))
+    one = torch.ones_like(move.draws[:, 0])  # one forward and one backward pass
+    info = GWGInfo(accepted, accept_probability(log_ratio), move.distinct.sum(-1), one, one)
     return new_state, info

@@ -1,0 +1,169 @@
+"""Helpers shared by the sampling benchmarks (``ising_sampling.py``,
+``rbm_sampling.py``, ``fhmm_sampling.py``): driving a kernel on batched chains with
+timing and evaluation counts, run metadata, JSON output."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Dict, Optional
+
+import pyro
+import torch
+from step_cost import code_info, machine_info
+
+from pyro_gwg import GWG, Gibbs, HammingBall, LocallyBalanced
+from pyro_gwg.diagnostics import chain_ess
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def sampler(name: str, model, **kwargs):
+    """A kernel from its short name, with ``jit_compile=True``.
+
+    ``gibbs`` (single site, random scan), ``hb-B-R`` (Hamming ball, block ``B``, radius
+    ``R``; extra keyword ``blocks`` for fixed blocks), ``gwg``, ``gwg-N`` (``N``
+    flips per proposal), ``lb`` (exact locally balanced).
+    """
+    if name == "gibbs":
+        return Gibbs(model, jit_compile=True, **kwargs)
+    if name.startswith("hb-"):
+        block_size, radius = (int(v) for v in name.split("-")[1:])
+        return HammingBall(model, block_size=block_size, radius=radius, jit_compile=True, **kwargs)
+    if name == "gwg":
+        return GWG(model, jit_compile=True, **kwargs)
+    if name.startswith("gwg-"):
+        return GWG(model, num_flips=int(name.split("-")[1]), jit_compile=True, **kwargs)
+    if name == "lb":
+        return LocallyBalanced(model, jit_compile=True, **kwargs)
+    raise ValueError("unknown sampler {!r}".format(name))
+
+
+def run_chains(
+    kernel,
+    model_args: tuple,
+    num_chains: int,
+    num_steps: int,
+    observe: Callable[[torch.Tensor], torch.Tensor],
+    every: int = 1,
+    initial: Optional[Dict[str, torch.Tensor]] = None,
+    model_kwargs: Optional[dict] = None,
+) -> Dict[str, object]:
+    """Run ``num_chains`` batched chains for ``num_steps`` transitions.
+
+    ``observe(codes [C, D])`` is called on the initial state and after every
+    ``every``-th step; its results are stacked. Only the transitions are timed
+    (``kernel.transition``, no per-step host synchronisation); the first one, which
+    traces the step with ``jit_compile``, is timed apart as ``first_step_s``.
+
+    :returns: ``observations [num_steps // every + 1, ...]``, ``seconds`` (all steps
+        but the first), ``seconds_per_step``, ``first_step_s``, ``setup_s`` (model
+        tracing and initial state), per-chain mean totals ``energy_evals`` and
+        ``grad_evals``, ``accept_rate``.
+    """
+    kernel.vectorized_chains = num_chains
+    kernel.initial_params = initial
+    start = time.perf_counter()
+    kernel.setup(0, *model_args, **(model_kwargs or {}))
+    setup = time.perf_counter() - start
+    observations = [observe(kernel.state.codes)]
+    energy_evals = grad_evals = accepted = 0
+    seconds = first = 0.0
+    for t in range(num_steps):
+        start = time.perf_counter()
+        info, _ = kernel.transition()
+        elapsed = time.perf_counter() - start
+        if t == 0:
+            first = elapsed
+        else:
+            seconds += elapsed
+        energy_evals = energy_evals + info.energy_evals
+        grad_evals = grad_evals + info.grad_evals
+        accepted = accepted + info.accepted.double()
+        if (t + 1) % every == 0:
+            observations.append(observe(kernel.state.codes))
+    per_step = seconds / max(num_steps - 1, 1)
+    return {
+        "observations": torch.stack(observations),
+        "seconds": seconds + per_step,  # the first step counted at the average cost
+        "seconds_per_step": per_step,
+        "first_step_s": first,
+        "setup_s": setup,
+        "energy_evals": float(torch.as_tensor(energy_evals).double().mean()),
+        "grad_evals": float(torch.as_tensor(grad_evals).double().mean()),
+        "accept_rate": float(torch.as_tensor(accepted).mean()) / max(num_steps, 1),
+    }
+
+
+def summary(values: torch.Tensor) -> Dict[str, float]:
+    """Mean, median and standard error of the mean over chains."""
+    se = float(values.std() / math.sqrt(values.numel())) if values.numel() > 1 else 0.0
+    return {"mean": float(values.mean()), "median": float(values.median()), "se": se}
+
+
+def ess_report(series: torch.Tensor, run: Dict[str, object], burn_in: float) -> Dict[str, object]:
+    """ESS of a statistic ``series [C, T]`` (one value per step) after discarding the
+    first ``burn_in`` fraction, per run, per second and per 1000 model evaluations
+    (forward plus gradient passes) of the kept steps: mean, median and standard error
+    over chains of the natural log."""
+    num_steps = series.shape[1]
+    kept = series[:, int(burn_in * num_steps) :]
+    fraction = kept.shape[1] / num_steps
+    ess = chain_ess(kept)
+    log_ess = ess.log()
+    evaluations = (run["energy_evals"] + run["grad_evals"]) * fraction
+    return {
+        "ess": ess.tolist(),
+        "log_ess": summary(log_ess),
+        "log_ess_per_second": summary(log_ess - math.log(run["seconds"] * fraction)),
+        "log_ess_per_1000_evals": summary(log_ess - math.log(evaluations / 1000)),
+    }
+
+
+def configure(args: argparse.Namespace) -> None:
+    torch.set_num_threads(args.threads)
+    pyro.set_rng_seed(args.seed)
+
+
+def metadata(name: str, args: argparse.Namespace, code: Dict[str, object]) -> Dict[str, object]:
+    return {
+        "benchmark": name,
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
+        "machine": {**machine_info(), "load_average": os.getloadavg()},
+        "code": code,
+        "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+    }
+
+
+def write_json(results: Dict[str, object], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results, indent=2) + "\n")
+    print("wrote {}".format(path))
+
+
+def common_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--quick", action="store_true", help="smoke run (about a minute)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--output", type=Path, help="JSON path (default under results/)")
+
+
+__all__ = [
+    "RESULTS",
+    "code_info",
+    "common_arguments",
+    "configure",
+    "ess_report",
+    "metadata",
+    "run_chains",
+    "sampler",
+    "summary",
+    "write_json",
+]

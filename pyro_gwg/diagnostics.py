@@ -1,0 +1,199 @@
+r"""Sample-quality measures of the papers, on batches of discrete states.
+
+States are flat codes (long ``[..., D]``, see :mod:`pyro_gwg.proposals.layout`), for
+example ``kernel.state.codes`` collected over steps, or
+``energy.codes_from_values(samples)``.
+
+* :func:`hamming_ess`: effective sample size, per chain, of the Hamming distance
+  between the chain's state and one fixed random reference state (the test statistic
+  of Zanella 2020 and Grathwohl et al. 2021, Appendices E-F); ArviZ's ESS underneath
+  (:func:`chain_ess` for any scalar series).
+* :func:`mmd`: maximum mean discrepancy between two sample sets with the kernel
+  :math:`k(x, x') = \exp(-\mathrm{Hamming}(x, x') / D)` (Grathwohl et al. 2021, App. E).
+* :func:`marginal_error`, :func:`pairwise_error`, :func:`tv_distance`: distances of
+  the empirical distribution of the draws from an exact posterior
+  (:func:`pyro_gwg.exact_posterior`).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import arviz
+import numpy as np
+import torch
+
+from pyro_gwg.enum import ExactPosterior
+
+__all__ = [
+    "chain_ess",
+    "hamming_ess",
+    "hamming_statistic",
+    "marginal_error",
+    "mmd",
+    "pairwise_error",
+    "reference_state",
+    "tv_distance",
+]
+
+
+def reference_state(num_coords: int, seed: int = 0) -> torch.Tensor:
+    """A random binary state with exactly ``num_coords // 2`` ones.
+
+    :param int num_coords: ``D``.
+    :param int seed: seed of the positions of the ones.
+    :returns: long ``[D]``.
+    """
+    generator = torch.Generator().manual_seed(seed)
+    state = torch.zeros(num_coords, dtype=torch.long)
+    state[torch.randperm(num_coords, generator=generator)[: num_coords // 2]] = 1
+    return state
+
+
+def hamming_statistic(
+    codes: torch.Tensor, reference: Optional[torch.Tensor] = None, seed: int = 0
+) -> torch.Tensor:
+    """Hamming distance of every state to a fixed reference state.
+
+    :param torch.Tensor codes: long ``[..., D]`` states.
+    :param torch.Tensor reference: long ``[D]``; default :func:`reference_state` with
+        ``seed`` (for non-binary states pass a reference of your own).
+    :param int seed: seed of the default reference.
+    :returns: float ``[...]`` number of coordinates that differ.
+    """
+    if reference is None:
+        reference = reference_state(codes.shape[-1], seed)
+    return (codes != reference.to(codes.device)).sum(-1).to(torch.get_default_dtype())
+
+
+def hamming_ess(
+    codes: torch.Tensor,
+    reference: Optional[torch.Tensor] = None,
+    seed: int = 0,
+    method: str = "bulk",
+) -> torch.Tensor:
+    """Effective sample size of the Hamming statistic, chain by chain.
+
+    The statistic is :func:`hamming_statistic`; each chain's series goes to
+    :func:`arviz.ess` as a single chain. A chain whose statistic never changes counts
+    one effective draw.
+
+    :param torch.Tensor codes: long ``[C, T, D]`` (``C`` chains of ``T`` draws) or
+        ``[T, D]`` (one chain).
+    :param torch.Tensor reference: long ``[D]`` reference state (default: random,
+        exactly ``D // 2`` ones, from ``seed``).
+    :param int seed: seed of the default reference.
+    :param str method: ArviZ ESS method (``"bulk"``, ``"tail"``, ``"mean"``, ...).
+    :returns: float64 ``[C]`` (``[1]`` for one chain).
+    """
+    if codes.dim() == 2:
+        codes = codes.unsqueeze(0)
+    return chain_ess(hamming_statistic(codes, reference, seed), method)
+
+
+def chain_ess(series: torch.Tensor, method: str = "bulk") -> torch.Tensor:
+    """Effective sample size of a scalar series, chain by chain (:func:`arviz.ess` of
+    each chain on its own). A constant chain counts one effective draw.
+
+    :param torch.Tensor series: ``[C, T]``.
+    :param str method: ArviZ ESS method.
+    :returns: float64 ``[C]``.
+    """
+    out = []
+    for chain in series.double().cpu().numpy():
+        if np.ptp(chain) == 0:
+            out.append(1.0)
+        else:
+            out.append(float(arviz.ess(chain[None, :], method=method)))
+    return torch.tensor(out, dtype=torch.float64)
+
+
+def mmd(x: torch.Tensor, y: torch.Tensor, unbiased: bool = False) -> torch.Tensor:
+    r"""Squared maximum mean discrepancy with the kernel :math:`e^{-\mathrm{Hamming}/D}`.
+
+    .. math:: \mathrm{MMD}^2 = \overline{k(x, x')} + \overline{k(y, y')}
+              - 2\, \overline{k(x, y)},
+
+    with means over all pairs (the V-statistic, always non-negative, as in the
+    paper's code) or, with ``unbiased=True``, over distinct pairs within a set (the
+    U-statistic, unbiased but possibly negative).
+
+    :param torch.Tensor x: ``[N, D]`` states.
+    :param torch.Tensor y: ``[M, D]`` states.
+    :param bool unbiased: use the U-statistic.
+    :returns: scalar tensor.
+    """
+    num_coords = x.shape[-1]
+
+    def gram(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        distance = (a.unsqueeze(1) != b.unsqueeze(0)).sum(-1).double()
+        return torch.exp(-distance / num_coords)
+
+    def within(a: torch.Tensor) -> torch.Tensor:
+        k = gram(a, a)
+        n = a.shape[0]
+        if unbiased:
+            return (k.sum() - k.diagonal().sum()) / (n * (n - 1))
+        return k.mean()
+
+    return within(x) + within(y) - 2 * gram(x, y).mean()
+
+
+def _flat(codes: torch.Tensor) -> torch.Tensor:
+    return codes.reshape(-1, codes.shape[-1])
+
+
+def _valid_values(posterior: ExactPosterior) -> torch.Tensor:
+    """bool ``[D, V]``: value ``v`` exists for coordinate ``i``."""
+    return torch.arange(posterior.width) < posterior.size.unsqueeze(-1)
+
+
+def _one_hot(codes: torch.Tensor, posterior: ExactPosterior) -> torch.Tensor:
+    flat = _flat(codes).cpu() - posterior.offset
+    return torch.nn.functional.one_hot(flat, posterior.width).to(posterior.log_probs.dtype)
+
+
+def marginal_error(codes: torch.Tensor, posterior: ExactPosterior) -> float:
+    r"""Mean absolute error of the single-coordinate marginals,
+    :math:`\mathrm{mean}_{i, v} |\hat q_i(v) - p_i(v)|` over every coordinate ``i`` and
+    each of its values ``v``.
+
+    :param torch.Tensor codes: long ``[..., D]`` draws (all leading dimensions pooled).
+    :param ExactPosterior posterior: the exact posterior.
+    :rtype: float
+    """
+    empirical = _one_hot(codes, posterior).mean(0)
+    valid = _valid_values(posterior)
+    return float((empirical - posterior.flat_marginals()).abs()[valid].mean())
+
+
+def pairwise_error(codes: torch.Tensor, posterior: ExactPosterior) -> float:
+    r"""Mean absolute error of the pairwise marginals,
+    :math:`\mathrm{mean}_{i < j, v, w} |\hat q_{ij}(v, w) - p_{ij}(v, w)|`.
+
+    :param torch.Tensor codes: long ``[..., D]`` draws (all leading dimensions pooled).
+    :param ExactPosterior posterior: the exact posterior.
+    :rtype: float
+    """
+    onehot = _one_hot(codes, posterior)
+    num_draws, num_coords, width = onehot.shape
+    flat = onehot.reshape(num_draws, num_coords * width)
+    empirical = (flat.T @ flat / num_draws).reshape(num_coords, width, num_coords, width)
+    error = (empirical.permute(0, 2, 1, 3) - posterior.pairwise_marginals()).abs()
+    valid = _valid_values(posterior)
+    pairs = torch.ones(num_coords, num_coords, dtype=torch.bool).triu(1)
+    mask = pairs[:, :, None, None] & valid[:, None, :, None] & valid[None, :, None, :]
+    return float(error[mask].mean())
+
+
+def tv_distance(codes: torch.Tensor, posterior: ExactPosterior) -> float:
+    r"""Total-variation distance :math:`\frac12 \sum_x |\hat q(x) - p(x)|` between the
+    empirical distribution of the draws and the exact posterior.
+
+    :param torch.Tensor codes: long ``[..., D]`` draws (all leading dimensions pooled).
+    :param ExactPosterior posterior: the exact posterior.
+    :rtype: float
+    """
+    index = posterior.state_index(_flat(codes).cpu())
+    counts = torch.bincount(index, minlength=posterior.num_states).to(posterior.log_probs.dtype)
+    return float(0.5 * (counts / counts.sum() - posterior.probs).abs().sum())

@@ -1,0 +1,565 @@
+r"""Conversion of an MCMC run to ArviZ ``InferenceData``.
+
+:func:`to_inference_data` reads a finished run of :class:`pyro.infer.MCMC` or of any
+runner with the same interface (``kernel`` with a ``model``, ``_args``, ``_kwargs``,
+``get_samples(group_by_chain=True)`` and ``diagnostics()`` returning
+``{stat: {"chain i": value}}``), and builds the groups itself:
+
+* ``posterior``: every sampled site, ``(chain, draw, ...)``; discrete sites as integers;
+* ``sample_stats``: the per-draw statistics of the kernel (``acceptance_rate``,
+  ``accepted``, ``lp``, ``n_changed``, ``step_size``, evaluation counts, ...) and
+  ``diverging``;
+* ``observed_data`` and ``log_likelihood``: the observed sites, and their pointwise
+  log-likelihood at every posterior draw, with enumerated sites summed out.
+
+Chains are ordered by their index, whatever their number.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import re
+import warnings
+from collections import OrderedDict
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+import pyro
+import pyro.poutine as poutine
+import torch
+from opt_einsum import shared_intermediates
+from pyro.distributions.util import scale_and_mask
+from pyro.ops.contract import contract_to_tensor
+from pyro.poutine.subsample_messenger import _Subsample
+
+__all__ = ["to_inference_data"]
+
+_DRAW_PLATE = "_pyro_gwg_draws"
+_SAMPLE_DIMS = ("chain", "draw")
+# kernel statistics under the names ArviZ and its users expect; others keep their name
+_STAT_NAMES = {
+    "accept_prob": "acceptance_rate",
+    "log_joint": "lp",
+    "num_changed": "n_changed",
+    "energy_evals": "n_energy_evals",
+    "grad_evals": "n_grad_evals",
+}
+_CHAIN_KEY = re.compile(r"chain (\d+)")
+# tensor elements of one batched run of the model (bounds memory, not results)
+_ELEMENTS_PER_RUN = 2**22
+
+
+def to_inference_data(
+    mcmc,
+    *,
+    coords: Optional[Mapping[str, Sequence]] = None,
+    dims: Optional[Mapping[str, Sequence[str]]] = None,
+    log_likelihood: bool = True,
+):
+    r"""Convert a finished MCMC run to ArviZ ``InferenceData``.
+
+    Works with :class:`pyro.infer.MCMC` and any runner with its interface, for any number
+    of chains (ordered by index: ``chain 10`` comes after ``chain 9``).
+
+    **posterior.** Every sampled site, shaped ``(chain, draw, *value_shape)``. Discrete
+    sites hold integers (``int64``) and keep the value the model sees: a
+    ``Categorical`` site its category index, a ``OneHotCategorical`` site its one-hot
+    vector (so that its posterior mean is the probability of each category), a
+    ``Bernoulli``, ``Binomial``, ``Poisson``... site its count. Continuous sites keep
+    their floats, as does every site when the kernel has no ``model`` to read the
+    sites from. Dimensions inside a ``pyro.plate`` are named after the plate.
+
+    **sample_stats.** Each per-draw statistic of the kernel, ``(chain, draw)``:
+    ``acceptance_rate`` (the Metropolis-Hastings acceptance probability of the step),
+    ``accepted``, ``lp`` (the log joint), ``n_changed`` (coordinates changed by the
+    proposal), ``step_size`` and the evaluation counts ``n_energy_evals`` and
+    ``n_grad_evals`` where the kernel records them, other per-draw statistics under
+    their own name (a kernel's prefix kept: MixedGibbs's ``discrete accept_prob`` is
+    ``discrete_acceptance_rate``), and ``diverging`` (``False`` except at the
+    divergences the kernel reports). Per-chain summaries (``acceptance rate``, the
+    mean of ``accepted``) are not repeated; a statistic whose length differs from the
+    number of draws is left out with a warning.
+
+    **observed_data, log_likelihood.** Each observed site (``pyro.factor`` and
+    ``pyro.deterministic`` excluded) and its pointwise log-likelihood
+    :math:`\ell_i` at every posterior draw :math:`\theta`, shaped
+    ``(chain, draw, *batch_shape)``, as the term enters the model's log joint (scale
+    and mask applied). The model is run conditioned on the draws, batched over draws in
+    a plate left of the model's plates where the model broadcasts (as batched chains
+    need), else draw by draw.
+
+    Sites marked ``infer={"enumerate": "parallel"}`` are summed out, not drawn:
+
+    .. math:: \ell_i(\theta) = \log p(y \mid \theta) - \log p(y_{-i} \mid \theta)
+              = \log p(y_i \mid y_{-i}, \theta),
+
+    where :math:`p(y_{-i} \mid \theta)` is the marginal likelihood with the term of
+    observation :math:`i` removed. This is exactly what PSIS-LOO and WAIC need: the
+    leave-one-out posterior is the posterior divided by :math:`e^{\ell_i}`. When the
+    enumerated sites an observation depends on are local to its plate (mixture
+    assignments), it is that observation's marginal likelihood
+    :math:`\log \sum_z p(z \mid \theta)\, p(y_i \mid z, \theta)`, and the
+    :math:`\ell_i` sum to :math:`\log p(y \mid \theta)`. When an enumerated site is
+    shared by several observations (a global regime or change point), it is the
+    predictive of :math:`y_i` given the others, and the :math:`\ell_i` do not sum to
+    :math:`\log p(y \mid \theta)`. It is computed in one pass as
+    :math:`-\log \mathbb E_{p(z \mid y, \theta)}[1 / p(y_i \mid z, \theta)]`, with
+    the posterior marginals of the enumerated sites taken as gradients of the
+    contracted log joint, in double precision.
+
+    Example::
+
+        mcmc = pyro.infer.MCMC(GWG(model), num_samples=1000, num_chains=4)
+        mcmc.run(data)
+        idata = pyro_gwg.to_inference_data(mcmc, coords={"points": names})
+        arviz.summary(idata)
+        arviz.loo(idata)
+
+    :param ~pyro.infer.mcmc.api.MCMC mcmc: a finished run: :class:`pyro.infer.MCMC`,
+        :class:`pyro_gwg.MCMC` or another runner with their interface.
+    :param dict coords: coordinate values by dimension name; dimensions without them
+        get ``0, 1, ...``.
+    :param dict dims: dimension names by variable name (without ``chain`` and
+        ``draw``), overriding the plate names; a log-likelihood variable uses the
+        leading dimensions of its observed site.
+    :param bool log_likelihood: compute the ``log_likelihood`` group.
+    :returns: ``arviz.InferenceData`` (ArviZ 0.x), or an ``xarray.DataTree`` with the
+        same groups (ArviZ 1.x).
+    """
+    coords = dict(coords or {})
+    dims = {name: list(d) for name, d in (dims or {}).items()}
+    samples = OrderedDict(mcmc.get_samples(group_by_chain=True))
+    if not samples:
+        raise ValueError("The MCMC run has no samples; call mcmc.run(...) first.")
+    num_chains, num_draws = next(iter(samples.values())).shape[:2]
+    kernel = getattr(mcmc, "kernel", None)
+    model = getattr(kernel, "model", None)
+    view = None
+    if model is not None:
+        args = tuple(getattr(mcmc, "_args", None) or ())
+        kwargs = dict(getattr(mcmc, "_kwargs", None) or {})
+        with torch.random.fork_rng(devices=[]):  # keep the caller's random state
+            view = _ModelView(model, args, kwargs, _max_plate_nesting(kernel))
+
+    groups = OrderedDict()  # group: (arrays, dims, has chain and draw dims)
+    posterior, posterior_dims = _posterior(samples, view)
+    groups["posterior"] = (posterior, _override(posterior_dims, dims, posterior), True)
+    stats = _sample_stats(mcmc.diagnostics(), num_chains, num_draws)
+    groups["sample_stats"] = (stats, _override({}, dims, stats), True)
+    if view is not None and view.observed:
+        observed = {n: _numpy(s["value"]) for n, s in view.observed.items()}
+        observed_dims = {n: view.dims(n, a.shape) for n, a in observed.items()}
+        observed_dims = _override(observed_dims, dims, observed)
+        if log_likelihood and view.can_condition(samples):
+            with torch.random.fork_rng(devices=[]):
+                pointwise = view.log_likelihood(samples)
+            ll_dims = {}
+            for name, array in pointwise.items():
+                array = array.reshape((num_chains, num_draws) + array.shape[1:])
+                pointwise[name] = array
+                ll_dims[name] = _leading_dims(
+                    observed_dims[name], observed[name].shape, array.shape[2:], name
+                )
+            groups["log_likelihood"] = (pointwise, ll_dims, True)
+        groups["observed_data"] = (observed, observed_dims, False)
+    elif log_likelihood and model is None:
+        warnings.warn(
+            "The MCMC kernel has no model attribute: no observed_data or log_likelihood.",
+            UserWarning,
+            stacklevel=2,
+        )
+
+    attrs = _attrs(kernel)
+    datasets = OrderedDict(
+        (group, _dataset(arrays, var_dims, coords, sampled, attrs))
+        for group, (arrays, var_dims, sampled) in groups.items()
+    )
+    if _arviz_major() >= 1:  # ArviZ 1.x: InferenceData is an xarray.DataTree
+        import xarray
+
+        return xarray.DataTree.from_dict(dict(datasets))
+    import arviz
+
+    return arviz.InferenceData(**datasets)
+
+
+# ---------------------------------------------------------------------- the model
+
+
+class _NotBatchable(Exception):
+    """The model cannot run batched over draws."""
+
+
+class _ModelView:
+    """The sites of a model, read from one prior trace, and its pointwise likelihood."""
+
+    def __init__(self, model, args: tuple, kwargs: dict, max_plate_nesting: Optional[int]):
+        self.model, self.args, self.kwargs = model, args, kwargs
+        trace = self._trace(model)
+        self.latent: Dict[str, dict] = OrderedDict()
+        self.observed: Dict[str, dict] = OrderedDict()
+        self.enumerated: List[str] = []
+        self.point_shapes: Dict[str, Tuple[int, ...]] = {}
+        depth, elements, enum_size = 0, 0, 1
+        for name, site in trace.nodes.items():
+            if site["type"] != "sample" or isinstance(site["fn"], _Subsample):
+                continue
+            fn = site["fn"]
+            frames = [-f.dim for f in site["cond_indep_stack"] if f.vectorized]
+            depth = max([depth, len(fn.batch_shape)] + frames)
+            elements += site["value"].numel()
+            if site["is_observed"]:
+                infer = site["infer"]
+                if infer.get("is_auxiliary") or infer.get("_deterministic"):
+                    continue  # pyro.factor, pyro.deterministic
+                self.observed[name] = site
+                log_prob = fn.log_prob(site["value"], *site["args"], **site["kwargs"])
+                log_prob = scale_and_mask(log_prob, site["scale"], site["mask"])
+                self.point_shapes[name] = tuple(log_prob.shape)
+                elements += log_prob.numel()
+            elif site["infer"].get("enumerate") == "parallel":
+                self.enumerated.append(name)
+                enum_size = max(enum_size, fn.enumerate_support(expand=False).shape[0])
+            else:
+                self.latent[name] = site
+        self.max_plate_nesting = depth if max_plate_nesting is None else max_plate_nesting
+        self.draws_per_run = max(1, _ELEMENTS_PER_RUN // max(1, elements * enum_size))
+
+    def _trace(self, model):
+        with poutine.block(), torch.no_grad():
+            return poutine.trace(model).get_trace(*self.args, **self.kwargs)
+
+    # ---------------------------------------------------------------- naming
+    def dims(self, name: str, shape: Sequence[int]) -> List[str]:
+        """Dimension names of a value of site ``name`` (plates where they match)."""
+        site = self.latent.get(name) or self.observed.get(name)
+        names = ["{}_dim_{}".format(name, i) for i in range(len(shape))]
+        if site is None:
+            return names
+        batch_rank = len(shape) - len(site["fn"].event_shape)
+        for frame in site["cond_indep_stack"]:
+            if not frame.vectorized or frame.name in _SAMPLE_DIMS:
+                continue
+            position = batch_rank + frame.dim
+            if 0 <= position < batch_rank and shape[position] == frame.size:
+                names[position] = frame.name
+        return names
+
+    def is_discrete(self, name: str) -> bool:
+        site = self.latent.get(name)
+        if site is None:
+            return False
+        try:
+            return bool(site["fn"].support.is_discrete)
+        except NotImplementedError:  # a support that depends on other values
+            return not site["value"].is_floating_point()
+
+    # ---------------------------------------------------------------- evaluation
+    def can_condition(self, samples: Mapping[str, torch.Tensor]) -> bool:
+        missing = [name for name in self.latent if name not in samples]
+        if missing:
+            warnings.warn(
+                "Latent site(s) {} of the model have no samples (neither sampled nor "
+                "marked infer={{'enumerate': 'parallel'}}); no log_likelihood "
+                "group.".format(", ".join(missing)),
+                UserWarning,
+                stacklevel=3,
+            )
+        return not missing
+
+    def log_likelihood(self, samples: Mapping[str, torch.Tensor]) -> Dict[str, np.ndarray]:
+        """Pointwise log-likelihood ``{name: [S, *point_shape]}`` of all draws."""
+        values = {}
+        for name, site in self.latent.items():
+            value = samples[name]
+            value = value.reshape((-1,) + tuple(value.shape[2:]))
+            dtype = site["value"].dtype
+            if not dtype.is_floating_point and value.is_floating_point():
+                value = value.round()
+            values[name] = value.to(dtype)
+        num_draws = next(iter(samples.values())).shape[:2].numel()
+        if num_draws > 1 and self._broadcasts(values, num_draws):
+            size = self.draws_per_run
+            runs = [
+                self._run({n: v[start : start + size] for n, v in values.items()}, batched=True)
+                for start in range(0, num_draws, size)
+            ]
+        else:
+            runs = [
+                {
+                    n: ll.unsqueeze(0)
+                    for n, ll in self._run({k: v[s] for k, v in values.items()}, False).items()
+                }
+                for s in range(num_draws)
+            ]
+        return {name: torch.cat([r[name] for r in runs]).numpy() for name in self.observed}
+
+    def _broadcasts(self, values: Dict[str, torch.Tensor], num_draws: int) -> bool:
+        """Whether the model run batched over two distinct draws gives what it gives
+        run once per draw."""
+        other = num_draws - 1
+        for s in range(1, num_draws):
+            if any(not torch.equal(v[s], v[0]) for v in values.values()):
+                other = s
+                break
+        probe = [0, other]
+        try:
+            batched = self._run({n: v[probe] for n, v in values.items()}, batched=True)
+        except Exception:  # whatever fails batched is run draw by draw
+            return False
+        singles = [self._run({n: v[s] for n, v in values.items()}, False) for s in probe]
+        return all(
+            torch.allclose(
+                batched[n],
+                torch.stack([s[n] for s in singles]),
+                rtol=1e-4,
+                atol=1e-5,
+                equal_nan=True,
+            )
+            for n in self.observed
+        )
+
+    def _run(self, values: Dict[str, torch.Tensor], batched: bool) -> Dict[str, torch.Tensor]:
+        """Pointwise log-likelihood of each observed site, float64: ``[S, *point_shape]``
+        for values ``[S, *value_shape]`` (``batched``), else ``point_shape`` for the
+        values of one draw."""
+        depth = self.max_plate_nesting
+        num_draws = next(iter(values.values())).shape[0] if batched and values else 1
+        data = values
+        if batched:
+            data = {}
+            for name, value in values.items():
+                event_rank = len(self.latent[name]["fn"].event_shape)
+                pad = depth - (value.dim() - 1 - event_rank)
+                if pad < 0:
+                    raise _NotBatchable(name)
+                data[name] = value.reshape((num_draws,) + (1,) * pad + tuple(value.shape[1:]))
+        model = poutine.condition(self.model, data=data)
+        if batched:
+            model = _in_draw_plate(model, num_draws, depth)
+        if self.enumerated:
+            model = poutine.enum(model, first_available_dim=-1 - depth - int(batched))
+        trace = self._trace(model)
+        keep = depth + int(batched)  # trailing dims that are not enumeration dims
+        pointwise = _pointwise(trace, self.observed, keep, batched, bool(self.enumerated))
+        out = {}
+        for name, value in pointwise.items():
+            shape = self.point_shapes[name]
+            full = ((num_draws,) + (1,) * (depth - len(shape)) if batched else ()) + shape
+            if value.dim() > len(full):
+                if batched:
+                    raise _NotBatchable(name)
+                raise ValueError(
+                    "The log-probability of observed site '{}' has shape {}, more batch "
+                    "dimensions than max_plate_nesting={} allows.".format(
+                        name, tuple(value.shape), depth
+                    )
+                )
+            value = value.reshape((1,) * (len(full) - value.dim()) + tuple(value.shape))
+            value = value.expand(full).reshape(((num_draws,) if batched else ()) + shape)
+            out[name] = value.detach().cpu()
+        return out
+
+
+def _pointwise(
+    trace, observed: Mapping[str, dict], keep: int, batched: bool, enumerated: bool
+) -> Dict[str, torch.Tensor]:
+    """``{name: pointwise log-likelihood}`` of the observed sites of a trace (enumerated
+    when ``enumerated``), in double precision; the ``keep`` trailing dimensions are
+    the draw and plate dimensions, any others enumeration dimensions (see
+    :func:`to_inference_data` for the definition)."""
+    nodes = [
+        site
+        for site in trace.nodes.values()
+        if site["type"] == "sample" and not isinstance(site["fn"], _Subsample)
+    ]
+    factors = {}
+    for site in nodes:
+        log_prob = site["fn"].log_prob(site["value"], *site["args"], **site["kwargs"])
+        factors[site["name"]] = scale_and_mask(log_prob, site["scale"], site["mask"]).double()
+    if not enumerated or not any(factors[name].dim() > keep for name in observed):
+        return {name: factors[name] for name in observed}
+    # Some observations depend on enumerated sites: the posterior marginals q of those
+    # sites at each observation are the gradients of the contracted log joint with
+    # respect to the observation's term l, and l_i = -log sum_z q_i(z) exp(-l_i(z)).
+    with torch.enable_grad():
+        leaves = OrderedDict()
+        for site in nodes:
+            name = site["name"]
+            if name in observed and factors[name].dim() > keep:
+                factors[name] = leaves[name] = factors[name].detach().requires_grad_()
+            site["log_prob"] = site["unscaled_log_prob"] = factors[name]
+        trace.pack_tensors()
+        log_factors: OrderedDict = OrderedDict()
+        for site in nodes:
+            ordinal = frozenset(
+                trace.plate_to_symbol[f.name] for f in site["cond_indep_stack"] if f.vectorized
+            )
+            log_factors.setdefault(ordinal, []).append(site["packed"]["log_prob"])
+        sum_dims = set(trace.symbol_to_dim) - set(trace.plate_to_symbol.values())
+        target = frozenset([trace.plate_to_symbol[_DRAW_PLATE]]) if batched else frozenset()
+        with shared_intermediates() as cache:
+            log_evidence = contract_to_tensor(
+                log_factors, sum_dims, target_ordinal=target, cache=cache
+            )
+        marginals = torch.autograd.grad(log_evidence.sum(), list(leaves.values()))
+    out = {}
+    for name in observed:
+        term = factors[name].detach()
+        if name in leaves:
+            q = marginals[list(leaves).index(name)]
+            log_ratio = torch.where(q > 0, q.clamp(min=1e-300).log() - term, -math.inf)
+            term = -log_ratio.reshape((-1,) + tuple(term.shape[term.dim() - keep :])).logsumexp(0)
+        out[name] = term
+    return out
+
+
+def _in_draw_plate(model, num_draws: int, max_plate_nesting: int):
+    def batched(*args, **kwargs):
+        with pyro.plate(_DRAW_PLATE, num_draws, dim=-1 - max_plate_nesting):
+            return model(*args, **kwargs)
+
+    return batched
+
+
+def _max_plate_nesting(kernel) -> Optional[int]:
+    for attribute in ("max_plate_nesting", "_max_plate_nesting"):
+        value = getattr(kernel, attribute, None)
+        if isinstance(value, int):
+            return value
+    return None
+
+
+# ---------------------------------------------------------------------- groups
+
+
+def _posterior(samples: Mapping[str, torch.Tensor], view: Optional[_ModelView]):
+    arrays, var_dims = OrderedDict(), {}
+    for name, value in samples.items():
+        value = value.detach().cpu()
+        if view is not None and view.is_discrete(name):
+            value = (value.round() if value.is_floating_point() else value).long()
+        arrays[name] = _numpy(value)
+        if view is not None:
+            var_dims[name] = view.dims(name, value.shape[2:])
+    return arrays, var_dims
+
+
+def _sample_stats(diagnostics: Mapping, num_chains: int, num_draws: int) -> Dict[str, np.ndarray]:
+    """Per-draw statistics ``(chain, draw, ...)`` from ``{stat: {"chain i": value}}``."""
+    stats: Dict[str, np.ndarray] = OrderedDict()
+    diverging = np.zeros((num_chains, num_draws), dtype=bool)
+    for key, per_chain in diagnostics.items():
+        chains = _by_chain(per_chain, num_chains)
+        if chains is None:  # not a per-chain statistic (e.g. r_hat of a site)
+            continue
+        if key == "divergences":
+            for c, draws in enumerate(chains):
+                index = np.asarray(_numpy(draws), dtype=np.int64).reshape(-1)
+                diverging[c, index[(index >= 0) & (index < num_draws)]] = True
+            continue
+        arrays = [_numpy(value) for value in chains]
+        if any(a.ndim == 0 for a in arrays):  # one number per chain (acceptance rate)
+            continue
+        lengths = {a.shape[0] for a in arrays}
+        if lengths != {num_draws}:
+            warnings.warn(
+                "Diagnostic '{}' has {} entries per chain for {} draws; left out of "
+                "sample_stats.".format(key, sorted(lengths), num_draws),
+                UserWarning,
+                stacklevel=3,
+            )
+            continue
+        stats[_stat_name(key)] = np.stack(arrays)
+    stats["diverging"] = diverging
+    return stats
+
+
+def _stat_name(key: str) -> str:
+    """``accept_prob`` -> ``acceptance_rate``; ``discrete accept_prob`` (a statistic
+    of one kernel of several) -> ``discrete_acceptance_rate``."""
+    head, _, tail = str(key).rpartition(" ")
+    name = _STAT_NAMES.get(tail, tail)
+    return "{}_{}".format(head.replace(" ", "_"), name) if head else name
+
+
+def _by_chain(per_chain, num_chains: int) -> Optional[list]:
+    """The values of ``{"chain i": value}`` in chain order, or ``None``."""
+    if not isinstance(per_chain, Mapping):
+        return None
+    index = {}
+    for key in per_chain:
+        match = _CHAIN_KEY.fullmatch(str(key))
+        if match is None:
+            return None
+        index[int(match.group(1))] = per_chain[key]
+    if sorted(index) != list(range(num_chains)):
+        return None
+    return [index[c] for c in range(num_chains)]
+
+
+def _override(default: Mapping[str, List[str]], user: Mapping[str, List[str]], arrays) -> dict:
+    """Dims by variable: the user's where given, else the default."""
+    return {name: user.get(name, default.get(name)) for name in arrays}
+
+
+def _leading_dims(
+    names: Sequence[str], shape: Sequence[int], point_shape: Sequence[int], var: str
+) -> List[str]:
+    """Dims of a log-likelihood variable: the leading dims of its observed site."""
+    names = list(names)
+    if len(names) >= len(point_shape) and tuple(shape[: len(point_shape)]) == tuple(point_shape):
+        return names[: len(point_shape)]
+    return ["{}_dim_{}".format(var, i) for i in range(len(point_shape))]
+
+
+def _dataset(arrays, var_dims, coords, sampled: bool, attrs):
+    import xarray
+
+    data_vars, used = {}, {}
+    lead = list(_SAMPLE_DIMS) if sampled else []
+    for name, array in arrays.items():
+        own = var_dims.get(name)
+        rank = array.ndim - len(lead)
+        if own is None:
+            own = ["{}_dim_{}".format(name, i) for i in range(rank)]
+        if len(own) != rank:
+            raise ValueError(
+                "dims of '{}' name {} dimension(s), {}, for values with {} dimension(s){}.".format(
+                    name, len(own), list(own), rank, " besides chain and draw" if sampled else ""
+                )
+            )
+        names = lead + list(own)
+        data_vars[name] = (names, array)
+        used.update(zip(names, array.shape))
+    dataset_coords = {
+        d: np.asarray(coords[d]) if d in coords else np.arange(size) for d, size in used.items()
+    }
+    return xarray.Dataset(data_vars, coords=dataset_coords, attrs=dict(attrs))
+
+
+def _attrs(kernel) -> Dict[str, str]:
+    import arviz
+
+    return {
+        "created_at": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+        "arviz_version": arviz.__version__,
+        "inference_library": "pyro",
+        "inference_library_version": pyro.__version__,
+        "sampler": type(kernel).__name__,
+    }
+
+
+def _arviz_major() -> int:
+    import arviz
+
+    return int(arviz.__version__.split(".")[0])
+
+
+def _numpy(value) -> np.ndarray:
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu().numpy()
+    if isinstance(value, (list, tuple)) and value and isinstance(value[0], torch.Tensor):
+        return torch.stack([torch.as_tensor(v) for v in value]).detach().cpu().numpy()
+    return np.asarray(value)

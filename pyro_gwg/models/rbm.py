@@ -1,0 +1,293 @@
+r"""Restricted Boltzmann machines: the marginal model of the visible units, its exact
+normaliser, training by contrastive divergence and the block-Gibbs ground truth.
+
+A binary RBM with weights ``W [H, V]``, visible bias ``b [V]`` and hidden bias
+``c [H]`` has :math:`\log p(v, h) = h^\top W v + b^\top v + c^\top h - \log Z`.
+Summing out the hidden units (Grathwohl et al. 2021, Eq. 29),
+
+.. math:: \log p(v) = b^\top v + \sum_j \mathrm{softplus}(W_j v + c_j) - \log Z.
+
+:func:`rbm` is this marginal as a Pyro model over the visible units. Its conditionals
+:math:`p(h_j = 1 \mid v) = \sigma(W_j v + c_j)` and
+:math:`p(v_i = 1 \mid h) = \sigma((W^\top h)_i + b_i)` give the block-Gibbs sampler
+(:func:`block_gibbs`, :class:`RBMBlockGibbs`) that the paper uses as ground truth.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import NamedTuple, Optional, Tuple
+
+import pyro
+import pyro.distributions as dist
+import torch
+import torch.nn.functional as F
+from pyro.infer.autoguide.initialization import init_to_sample
+
+from pyro_gwg.kernels.base import DiscreteKernel
+from pyro_gwg.proposals.blocks import StepInfo, cost
+
+__all__ = [
+    "RBMBlockGibbs",
+    "RBMParams",
+    "block_gibbs",
+    "block_gibbs_step",
+    "random_rbm",
+    "rbm",
+    "rbm_log_density",
+    "rbm_log_partition",
+    "train_rbm",
+]
+
+MAX_SUMMED_UNITS = 24
+
+
+class RBMParams(NamedTuple):
+    """Parameters of a binary RBM; ``rbm(*params)`` is its Pyro model.
+
+    :ivar torch.Tensor weights: ``[H, V]``.
+    :ivar torch.Tensor visible_bias: ``[V]``.
+    :ivar torch.Tensor hidden_bias: ``[H]``.
+    """
+
+    weights: torch.Tensor
+    visible_bias: torch.Tensor
+    hidden_bias: torch.Tensor
+
+
+def rbm(weights: torch.Tensor, visible_bias: torch.Tensor, hidden_bias: torch.Tensor):
+    r"""The visible units of an RBM as a Pyro model, sampled at site ``"v"``.
+
+    The log joint of the model is
+
+    .. math:: f(v) = \sum_i \log \mathrm{Bernoulli}(v_i; \sigma(b_i))
+              + \sum_j \mathrm{softplus}(W_j v + c_j)
+              = \log \tilde p(v) - \sum_i \mathrm{softplus}(b_i),
+
+    with :math:`\log \tilde p(v) = b^\top v + \sum_j \mathrm{softplus}(W_j v + c_j)`
+    the unnormalised RBM marginal (:func:`rbm_log_density`): the model is the RBM,
+    normalised by :math:`\log Z - \sum_i \mathrm{softplus}(b_i)`, ``log Z`` from
+    :func:`rbm_log_partition`. The hidden units enter as one ``pyro.factor`` each,
+    inside a ``"hidden"`` plate, so the model broadcasts over batch dimensions.
+
+    :param torch.Tensor weights: ``[H, V]`` weights ``W``.
+    :param torch.Tensor visible_bias: ``[V]`` visible bias ``b``.
+    :param torch.Tensor hidden_bias: ``[H]`` hidden bias ``c``.
+    :returns: the visible units as {0, 1} floats, shape ``[V]``.
+    """
+    num_hidden, num_visible = weights.shape
+    with pyro.plate("visible", num_visible, dim=-1):
+        v = pyro.sample("v", dist.Bernoulli(logits=visible_bias))
+    with pyro.plate("hidden", num_hidden, dim=-1):
+        pyro.factor("hidden_units", F.softplus(v @ weights.T + hidden_bias))
+    return v
+
+
+def rbm_log_density(v: torch.Tensor, params: RBMParams) -> torch.Tensor:
+    r"""Unnormalised log marginal :math:`b^\top v + \sum_j \mathrm{softplus}(W_j v + c_j)`.
+
+    :param torch.Tensor v: ``[..., V]`` visible states (0/1, any dtype).
+    :param RBMParams params: the RBM.
+    :returns: ``[...]``.
+    """
+    weights, visible_bias, hidden_bias = params
+    v = v.to(weights.dtype)
+    return v @ visible_bias + F.softplus(v @ weights.T + hidden_bias).sum(-1)
+
+
+def rbm_log_partition(params: RBMParams, chunk_size: int = 1 << 14) -> torch.Tensor:
+    r"""Exact :math:`\log Z = \log \sum_{v, h} e^{h^\top W v + b^\top v + c^\top h}`.
+
+    Sums analytically over one layer and explicitly over all states of the other, the
+    smaller one: :math:`Z = \sum_h e^{c^\top h} \prod_i (1 + e^{b_i + (W^\top h)_i})` when
+    there are fewer hidden than visible units, else
+    :math:`Z = \sum_v e^{\log \tilde p(v)}`.
+
+    :param RBMParams params: the RBM.
+    :param int chunk_size: states of the summed layer processed at once.
+    :returns: scalar (float64).
+    :raises ValueError: when the smaller layer has more than 24 units.
+    """
+    weights, visible_bias, hidden_bias = (p.double() for p in params)
+    if weights.shape[0] > weights.shape[1]:  # fewer visible units: sum over v
+        weights, visible_bias, hidden_bias = weights.T, hidden_bias, visible_bias
+    num_summed = weights.shape[0]
+    if num_summed > MAX_SUMMED_UNITS:
+        raise ValueError(
+            "log Z by enumeration sums over 2^{} states of the smaller layer; at most "
+            "2^{} are supported. Estimate log Z with annealed importance sampling "
+            "instead.".format(num_summed, MAX_SUMMED_UNITS)
+        )
+    bits = torch.arange(num_summed)
+    terms = []
+    for start in range(0, 1 << num_summed, chunk_size):
+        index = torch.arange(start, min(start + chunk_size, 1 << num_summed))
+        h = ((index.unsqueeze(-1) >> bits) & 1).double()
+        terms.append(h @ hidden_bias + F.softplus(h @ weights + visible_bias).sum(-1))
+    return torch.logsumexp(torch.cat(terms), 0)
+
+
+def block_gibbs_step(v: torch.Tensor, params: RBMParams) -> torch.Tensor:
+    """One block-Gibbs sweep: :math:`h \\sim p(h \\mid v)`, then :math:`v \\sim p(v \\mid h)`.
+
+    :param torch.Tensor v: ``[..., V]`` float visible states.
+    :param RBMParams params: the RBM.
+    :returns: new ``[..., V]`` float visible states.
+    """
+    weights, visible_bias, hidden_bias = params
+    h = torch.bernoulli(torch.sigmoid(v @ weights.T + hidden_bias))
+    return torch.bernoulli(torch.sigmoid(h @ weights + visible_bias))
+
+
+def block_gibbs(
+    params: RBMParams,
+    num_chains: int,
+    num_steps: int,
+    init: Optional[torch.Tensor] = None,
+    thin: int = 0,
+) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+    """Run block-Gibbs chains on an RBM (the ground-truth sampler of the paper).
+
+    :param RBMParams params: the RBM.
+    :param int num_chains: chains run in parallel (ignored when ``init`` is given).
+    :param int num_steps: sweeps.
+    :param torch.Tensor init: ``[C, V]`` initial states (default: uniform random).
+    :param int thin: when positive, also return every ``thin``-th state.
+    :returns: ``(final [C, V], trace [num_steps // thin, C, V] or None)``, float.
+    """
+    weights = params[0]
+    if init is None:
+        init = torch.bernoulli(torch.full((num_chains, weights.shape[1]), 0.5))
+    v = init.to(weights.dtype)
+    trace = []
+    for t in range(num_steps):
+        v = block_gibbs_step(v, params)
+        if thin > 0 and (t + 1) % thin == 0:
+            trace.append(v)
+    return v, torch.stack(trace) if trace else None
+
+
+def random_rbm(
+    num_visible: int = 25,
+    num_hidden: int = 10,
+    weight_scale: float = 0.05**0.5,
+    bias_scale: float = 1.0,
+    seed: Optional[int] = 0,
+) -> RBMParams:
+    r"""Random RBM of Grathwohl et al. (2021, Appendix C):
+    :math:`W \sim \mathcal N(0, 0.05)`, :math:`b, c \sim \mathcal N(0, 1)`.
+
+    :param int num_visible: ``V``.
+    :param int num_hidden: ``H``.
+    :param float weight_scale: standard deviation of the weights.
+    :param float bias_scale: standard deviation of the biases.
+    :param int seed: seed (``None``: the global RNG).
+    :rtype: RBMParams
+    """
+    generator = torch.Generator().manual_seed(seed) if seed is not None else None
+    return RBMParams(
+        torch.randn(num_hidden, num_visible, generator=generator) * weight_scale,
+        torch.randn(num_visible, generator=generator) * bias_scale,
+        torch.randn(num_hidden, generator=generator) * bias_scale,
+    )
+
+
+def train_rbm(
+    data: torch.Tensor,
+    num_hidden: int,
+    epochs: int = 50,
+    batch_size: int = 100,
+    lr: float = 1e-3,
+    cd_steps: int = 10,
+    seed: Optional[int] = 0,
+) -> RBMParams:
+    r"""Fit an RBM to binary data by contrastive divergence (CD-k), as in Grathwohl et
+    al. (2021, Appendix E.1): Adam on :math:`-\mathrm{mean}(\log \tilde p(v_{data}) -
+    \log \tilde p(v_{model}))`, the negatives from ``cd_steps`` block-Gibbs sweeps
+    started at the batch; visible bias initialised at the logit of the data mean.
+
+    :param torch.Tensor data: ``[N, V]`` binary data.
+    :param int num_hidden: ``H``.
+    :param int epochs: passes through the data.
+    :param int batch_size: batch size.
+    :param float lr: Adam learning rate.
+    :param int cd_steps: block-Gibbs sweeps per negative sample.
+    :param int seed: seed of the initialisation, batches and sweeps (the global RNG
+        is restored afterwards; ``None``: use and advance the global RNG).
+    :rtype: RBMParams
+    """
+    data = data.to(torch.get_default_dtype())
+    with torch.random.fork_rng(enabled=seed is not None):
+        if seed is not None:
+            torch.manual_seed(seed)
+        num_visible = data.shape[1]
+        mean = data.mean(0).clamp(0.01, 0.99)
+        weights = (torch.randn(num_hidden, num_visible) / num_visible**0.5).requires_grad_()
+        visible_bias = (mean.log() - (1 - mean).log()).requires_grad_()
+        hidden_bias = torch.zeros(num_hidden, requires_grad=True)
+        params = RBMParams(weights, visible_bias, hidden_bias)
+        optimizer = torch.optim.Adam(params, lr=lr)
+        for _ in range(epochs):
+            for batch in data[torch.randperm(data.shape[0])].split(batch_size):
+                with torch.no_grad():
+                    negative, _ = block_gibbs(params, 0, cd_steps, init=batch)
+                loss = rbm_log_density(negative, params).mean()
+                loss = loss - rbm_log_density(batch, params).mean()
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+    return RBMParams(*(p.detach() for p in params))
+
+
+class RBMBlockGibbsState(NamedTuple):
+    """State of block-Gibbs chains: ``codes [C, V]`` and ``log_joint [C]``."""
+
+    codes: torch.Tensor
+    log_joint: torch.Tensor
+
+
+class RBMBlockGibbs(DiscreteKernel):
+    r"""Block-Gibbs sampling of :func:`rbm` as a Pyro MCMC kernel: each step draws all
+    hidden units given the visible ones, then all visible units given the hidden ones
+    (exact conditionals; the hidden units are not kept).
+
+    The RBM's parameters are read from the model arguments, as in
+    ``MCMC(RBMBlockGibbs(), ...).run(*params)``. The recorded ``log_joint`` is the
+    model's log joint in closed form (one evaluation's worth of work:
+    ``energy_evals`` is 1, ``grad_evals`` 0); ``accepted`` says whether the state
+    changed.
+
+    :param callable model: :func:`rbm` (the default) or a model with its signature
+        and site ``"v"``.
+    :param bool jit_compile: trace the step into one graph.
+    :param callable init_strategy: Pyro per-site initialisation strategy.
+    """
+
+    def __init__(self, model=rbm, *, jit_compile: bool = False, init_strategy=init_to_sample):
+        super().__init__(model, jit_compile=jit_compile, init_strategy=init_strategy)
+
+    def _rbm_params(self) -> RBMParams:
+        bound = inspect.signature(rbm).bind(*self.energy.model_args, **self.energy.model_kwargs)
+        return RBMParams(**bound.arguments)
+
+    def _model_log_joint(self, codes: torch.Tensor, params: RBMParams) -> torch.Tensor:
+        return rbm_log_density(codes, params) - F.softplus(params.visible_bias).sum()
+
+    def _init_state(self, codes: torch.Tensor, value_and_grad) -> RBMBlockGibbsState:
+        if [s.name for s in self.energy.sites] != ["v"]:
+            raise ValueError("RBMBlockGibbs samples the model rbm(weights, visible_bias, ...)")
+        return RBMBlockGibbsState(codes, self._model_log_joint(codes, self._rbm_params()))
+
+    def _step(self, state: NamedTuple, value_and_grad) -> Tuple[RBMBlockGibbsState, StepInfo]:
+        params = self._rbm_params()
+        codes = state.codes
+        new = block_gibbs_step(codes.to(params.weights.dtype), params).long()
+        num_changed = (new != codes).sum(-1)
+        info = StepInfo(
+            num_changed > 0,
+            torch.ones_like(state.log_joint),
+            num_changed,
+            cost(codes, 1),
+            cost(codes, 0),
+        )
+        return RBMBlockGibbsState(new, self._model_log_joint(new, params)), info

@@ -1,0 +1,119 @@
+"""RBM model: density, exact log Z, block Gibbs, CD training; samplers on a tiny RBM."""
+
+import itertools
+
+import pyro
+import pytest
+import torch
+import torch.nn.functional as F
+from exactness import assert_exact, draw_codes
+from pyro.infer import MCMC
+
+from pyro_gwg import GWG, DiscreteEnergy, Gibbs, exact_posterior
+from pyro_gwg.models import (
+    RBMBlockGibbs,
+    RBMParams,
+    block_gibbs,
+    random_rbm,
+    rbm,
+    rbm_log_density,
+    rbm_log_partition,
+    train_rbm,
+)
+
+
+def brute_log_z(params):
+    """log sum over (v, h) of exp(h^T W v + b^T v + c^T h), by explicit enumeration."""
+    weights, b, c = (p.double() for p in params)
+    num_hidden, num_visible = weights.shape
+    terms = []
+    for v in itertools.product([0.0, 1.0], repeat=num_visible):
+        for h in itertools.product([0.0, 1.0], repeat=num_hidden):
+            v_, h_ = torch.tensor(v).double(), torch.tensor(h).double()
+            terms.append(h_ @ weights @ v_ + b @ v_ + c @ h_)
+    return torch.logsumexp(torch.stack(terms), 0)
+
+
+@pytest.mark.parametrize("num_visible, num_hidden", [(5, 3), (3, 5)])
+def test_log_partition_is_exact(num_visible, num_hidden):
+    params = random_rbm(num_visible, num_hidden, weight_scale=0.8, seed=1)
+    assert float(rbm_log_partition(params)) == pytest.approx(float(brute_log_z(params)), abs=1e-8)
+
+
+def test_model_density_is_the_rbm_marginal():
+    params = random_rbm(6, 4, weight_scale=0.8, seed=2)
+    post = exact_posterior(rbm, *params)
+    log_marginal = rbm_log_density(post.states(), params).double()
+    assert torch.allclose(
+        post.log_probs.double(), log_marginal - rbm_log_partition(params), atol=1e-5
+    )
+    # the model's normaliser: log Z less the visible Bernoulli normalisers
+    shift = float(F.softplus(params.visible_bias).sum())
+    assert float(post.log_normalizer) + shift == pytest.approx(
+        float(rbm_log_partition(params)), abs=1e-4
+    )
+
+
+def test_model_broadcasts_over_chains():
+    params = random_rbm(7, 3, seed=0)
+    energy = DiscreteEnergy(rbm, params)
+    codes = torch.randint(0, 2, (5, 7))
+    energy.check_vectorized(codes)
+    expected = rbm_log_density(codes, params) - F.softplus(params.visible_bias).sum()
+    assert torch.allclose(energy.log_joint(codes), expected, atol=1e-5)
+
+
+def test_block_gibbs_samples_exactly():
+    params = random_rbm(5, 4, weight_scale=1.0, seed=3)
+    torch.manual_seed(0)
+    _, trace = block_gibbs(params, num_chains=256, num_steps=400, thin=1)
+    codes = trace[50:].transpose(0, 1).long()  # [C, T, V]
+    assert_exact(codes, exact_posterior(rbm, *params))
+
+
+def test_block_gibbs_kernel_in_pyro_mcmc_is_exact():
+    params = random_rbm(5, 4, weight_scale=1.0, seed=3)
+    pyro.set_rng_seed(0)
+    mcmc = MCMC(RBMBlockGibbs(), num_samples=2000, warmup_steps=20, disable_progbar=True)
+    mcmc.run(*params)
+    v = mcmc.get_samples(group_by_chain=True)["v"].long()
+    assert_exact(v, exact_posterior(rbm, *params))
+    diag = mcmc.diagnostics()
+    assert diag["energy_evals"]["chain 0"].eq(1).all() and diag["grad_evals"]["chain 0"].eq(0).all()
+    energy = DiscreteEnergy(rbm, params)
+    last = v[0, -1:]
+    assert torch.allclose(energy.log_joint(last), diag["log_joint"]["chain 0"][-1:], atol=1e-5)
+
+
+@pytest.mark.parametrize("make", [GWG, Gibbs])
+def test_samplers_sample_a_tiny_rbm_exactly(make):
+    params = random_rbm(6, 3, weight_scale=1.0, seed=4)
+    pyro.set_rng_seed(0)
+    codes = draw_codes(make(rbm, jit_compile=True), 64, 1500, 100, *params)
+    assert_exact(codes, exact_posterior(rbm, *params))
+
+
+def test_training_raises_the_likelihood_of_the_data():
+    torch.manual_seed(0)
+    prototypes = torch.tensor([[1, 1, 1, 0, 0, 0], [0, 0, 0, 1, 1, 1]]).float()
+    data = prototypes[torch.randint(0, 2, (200,))]
+    data = torch.where(torch.rand_like(data) < 0.05, 1 - data, data)
+
+    def mean_log_likelihood(params):
+        return float(rbm_log_density(data, params).mean() - rbm_log_partition(params))
+
+    untrained = RBMParams(torch.zeros(4, 6), torch.zeros(6), torch.zeros(4))
+    trained = train_rbm(data, num_hidden=4, epochs=30, batch_size=20, lr=0.05, seed=0)
+    again = train_rbm(data, num_hidden=4, epochs=30, batch_size=20, lr=0.05, seed=0)
+    assert torch.equal(trained.weights, again.weights)  # seeded
+    assert mean_log_likelihood(trained) > mean_log_likelihood(untrained) + 1.0
+
+
+def test_random_rbm_is_seeded_and_shaped():
+    a, b = random_rbm(7, 3, seed=5), random_rbm(7, 3, seed=5)
+    assert (
+        a.weights.shape == (3, 7) and a.visible_bias.shape == (7,) and a.hidden_bias.shape == (3,)
+    )
+    assert all(torch.equal(x, y) for x, y in zip(a, b))
+    with pytest.raises(ValueError, match="annealed importance"):
+        rbm_log_partition(random_rbm(40, 30))
