@@ -33,10 +33,10 @@ from typing import Dict, List, Optional
 
 import torch
 from sampling_common import (
-    RESULTS,
     code_info,
     common_arguments,
     configure,
+    fill_defaults,
     metadata,
     run_chains,
     sampler,
@@ -195,11 +195,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         "steps": 2000 if quick else 10000,
         "every": 20 if quick else 100,
     }
-    for name, value in defaults.items():
-        if getattr(args, name) is None:
-            setattr(args, name, value)
-    if args.output is None:
-        args.output = RESULTS / "fhmm_sampling{}.json".format("_quick" if quick else "")
+    fill_defaults(args, "fhmm_sampling", defaults)
     return args
 
 

@@ -36,11 +36,11 @@ from typing import Dict, List, Optional
 
 import torch
 from sampling_common import (
-    RESULTS,
     code_info,
     common_arguments,
     configure,
     ess_report,
+    fill_defaults,
     metadata,
     run_chains,
     sampler,
@@ -177,11 +177,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         "chains": 8 if quick else 16,
         "steps": 1500 if quick else 20000,
     }
-    for name, value in defaults.items():
-        if getattr(args, name) is None:
-            setattr(args, name, value)
-    if args.output is None:
-        args.output = RESULTS / "ising_sampling{}.json".format("_quick" if quick else "")
+    fill_defaults(args, "ising_sampling", defaults)
     return args
 
 

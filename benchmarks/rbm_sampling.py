@@ -40,11 +40,11 @@ from typing import Dict, List, Optional
 
 import torch
 from sampling_common import (
-    RESULTS,
     code_info,
     common_arguments,
     configure,
     ess_report,
+    fill_defaults,
     metadata,
     run_chains,
     sampler,
@@ -223,11 +223,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         "every": 20 if quick else 50,
         "truth_steps": 2000 if quick else 10000,
     }
-    for name, value in defaults.items():
-        if getattr(args, name) is None:
-            setattr(args, name, value)
-    if args.output is None:
-        args.output = RESULTS / "rbm_sampling{}.json".format("_quick" if quick else "")
+    fill_defaults(args, "rbm_sampling", defaults)
     return args
 
 

@@ -155,8 +155,19 @@ def common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output", type=Path, help="JSON path (default under results/)")
 
 
+def fill_defaults(args: argparse.Namespace, name: str, defaults: Dict[str, object]) -> None:
+    """Set each argument left at ``None`` to its default (``defaults`` already chosen
+    for ``--quick`` or not) and the output path to ``results/<name>[_quick].json``."""
+    for key, value in defaults.items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    if args.output is None:
+        args.output = RESULTS / "{}{}.json".format(name, "_quick" if args.quick else "")
+
+
 __all__ = [
     "RESULTS",
+    "fill_defaults",
     "code_info",
     "common_arguments",
     "configure",

@@ -132,6 +132,7 @@ def test_gaussian_mixture_with_index_assignments_is_exact():
     assert z.shape == (3000, 6) and set(z.unique().tolist()) <= {0.0, 1.0}
 
 
+@pytest.mark.slow
 def test_spike_and_slab_regression_is_exact():
     pyro.set_rng_seed(1)
     mcmc = MCMC(
