@@ -3,6 +3,7 @@
 Build with ``sphinx-build -W -b html docs docs/_build/html`` from the repository root.
 """
 
+import importlib
 import os
 import sys
 
@@ -36,6 +37,32 @@ root_doc = "index"
 # Pyro, torch and the standard library are not built here, and intersphinx is off (the
 # build must not need the network): references to them stay plain text.
 nitpicky = False
+
+
+
+def _resolve_reexport(app, env, node, contnode):
+    """Resolve references to re-exported names (``pyro_gwg.GWG``,
+    ``pyro_gwg.models.fhmm_time_blocks``, ...), which docstrings use, to the module
+    that defines and documents them (``pyro_gwg.kernels.gwg.GWG``)."""
+    target = node.get("reftarget", "")
+    if node.get("refdomain") != "py" or not target.startswith("pyro_gwg."):
+        return None
+    module_name, _, name = target.rpartition(".")
+    try:
+        obj = getattr(importlib.import_module(module_name), name)
+    except (ImportError, AttributeError):
+        return None
+    home = getattr(obj, "__module__", None)
+    if not home or home == module_name:
+        return None
+    return env.get_domain("py").resolve_xref(
+        env, node["refdoc"], app.builder, node["reftype"], home + "." + name, node, contnode
+    )
+
+
+def setup(app):
+    app.connect("missing-reference", _resolve_reexport)
+
 
 html_theme = "alabaster"
 html_theme_options = {

@@ -13,7 +13,7 @@ from small_models import BOUNDS, SUITE
 
 import pyro_gwg.proposals.gibbs as gibbs_math
 import pyro_gwg.proposals.locally_balanced as lb_math
-from pyro_gwg import GWG, Gibbs, HammingBall, LocallyBalanced, exact_posterior
+from pyro_gwg import AVG, GWG, NCG, PAVG, Gibbs, HammingBall, LocallyBalanced, exact_posterior
 from pyro_gwg.models import (
     binary_ebm,
     erdos_renyi_couplings,
@@ -156,6 +156,9 @@ def test_cyclic_shifts_are_undone_by_the_negated_shift():
         (lambda m: Gibbs(m), 1, 0),
         (lambda m: HammingBall(m, block_size=10, radius=1), 11, 0),
         (lambda m: LocallyBalanced(m), 16, 0),
+        (lambda m: NCG(m), 1, 1),
+        (lambda m: AVG(m), 1, 1),
+        (lambda m: PAVG(m), 1, 1),
     ],
 )
 def test_every_kernel_counts_its_evaluations(make, energy_evals, grad_evals):

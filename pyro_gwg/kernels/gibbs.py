@@ -33,8 +33,8 @@ class Gibbs(EvaluatingKernel):
     :mod:`pyro_gwg.proposals.blocks`).
 
     A step costs ``width - 1`` log-joint evaluations per chain, ``width`` the largest
-    number of values a coordinate ranges over (1 for bits; a model mixing sites of
-    different sizes pads the smaller ones). There is no rejection: the recorded
+    number of values a coordinate ranges over (2 for bits, so one evaluation; a model
+    mixing sites of different sizes pads the smaller ones). There is no rejection: the recorded
     ``accepted`` says whether the state changed and ``accept_prob`` is the
     probability that it changes.
 

@@ -10,7 +10,7 @@ over the values ``v`` of the coordinate's window (:mod:`pyro_gwg.proposals.block
 its whole support when bounded, a randomly shifted cell of ``window`` values when
 unbounded. The log joint of every value but the current one (cached) is evaluated in
 one batched run of the model for all chains together: ``width - 1`` evaluations per
-chain, ``width`` the widest window of the model (one for bits).
+chain, ``width`` the widest window of the model (two for bits: one evaluation).
 """
 
 from __future__ import annotations

@@ -289,12 +289,17 @@ class FactorisedInfo(NamedTuple):
     :ivar torch.Tensor accept_prob: ``[C]`` MH acceptance probability.
     :ivar torch.Tensor num_changed: long ``[C]`` coordinates changed by the proposal.
     :ivar torch.Tensor step_size: ``[C]`` step size the step used.
+    :ivar torch.Tensor energy_evals: long ``[C]`` log-joint evaluations per chain (1:
+        at the proposed state; the current state's value is carried in the state).
+    :ivar torch.Tensor grad_evals: long ``[C]`` gradient evaluations per chain (1).
     """
 
     accepted: torch.Tensor
     accept_prob: torch.Tensor
     num_changed: torch.Tensor
     step_size: torch.Tensor
+    energy_evals: torch.Tensor
+    grad_evals: torch.Tensor
 
 
 def _accept(
@@ -312,11 +317,14 @@ def _accept(
         select(accepted, grad_new, state.grad),
         state.step_size,
     )
+    one = torch.ones_like(proposed[:, 0])  # one forward and one backward pass
     info = FactorisedInfo(
         accepted,
         accept_probability(log_ratio),
         (proposed != state.codes).sum(-1),
         state.step_size,
+        one,
+        one,
     )
     return new_state, info
 
