@@ -39,7 +39,6 @@ root_doc = "index"
 nitpicky = False
 
 
-
 def _resolve_reexport(app, env, node, contnode):
     """Resolve references to re-exported names (``pyro_gwg.GWG``,
     ``pyro_gwg.models.fhmm_time_blocks``, ...), which docstrings use, to the module

@@ -1,6 +1,6 @@
 """pyro-gwg: gradient-informed MCMC for the discrete latent sites of Pyro models."""
 
-from pyro_gwg import diagnostics, enum, models, proposals
+from pyro_gwg import diagnostics, diffusion, enum, estimators, models, proposals, train
 from pyro_gwg.energy import DiscreteEnergy
 from pyro_gwg.enum import exact_posterior
 from pyro_gwg.inference_data import to_inference_data
@@ -35,9 +35,12 @@ __all__ = [
     "UnsupportedModelError",
     "__version__",
     "diagnostics",
+    "diffusion",
     "enum",
+    "estimators",
     "exact_posterior",
     "models",
     "proposals",
     "to_inference_data",
+    "train",
 ]

@@ -39,6 +39,7 @@ from pyro.infer.autoguide.initialization import InitMessenger, init_to_sample
 from pyro.ops.contract import contract_to_tensor
 from pyro.poutine.subsample_messenger import _Subsample
 
+from pyro_gwg.compilation import trace_compile
 from pyro_gwg.sites import (
     CATEGORICAL,
     ONE_HOT,
@@ -49,7 +50,7 @@ from pyro_gwg.sites import (
     unwrap_distribution,
 )
 
-__all__ = ["CHAIN_PLATE", "DiscreteEnergy", "trace_compile"]
+__all__ = ["CHAIN_PLATE", "DiscreteEnergy"]
 
 CHAIN_PLATE = "_pyro_gwg_chains"
 _LARGE = 1e30
@@ -426,7 +427,7 @@ class DiscreteEnergy:
                 "batch dimension and reduce only over a site's own dimensions, keeping "
                 "the plate's dimension for sites outside the plate (x.sum(-1, "
                 "keepdim=True), not x.sum() or x.sum(-1)), or run chains one at a "
-                "time (pyro.infer.MCMC).".format(e)
+                'time (pyro.infer.MCMC, or chain_method="sequential").'.format(e)
             ) from e
         one_by_one = self.log_joint(probe, batched=False)
         if not torch.allclose(batched, one_by_one, rtol=1e-4, atol=1e-4):
@@ -436,7 +437,7 @@ class DiscreteEnergy:
                 "all dimensions (x.sum()), a reduction that drops a plate's dimension "
                 "(x.sum(-1) feeding a site outside the plate) or a reshape; write "
                 "x.sum(-1, keepdim=True), use pyro.plate for batch dimensions, or run "
-                "chains one at a time (pyro.infer.MCMC).".format(
+                'chains one at a time (pyro.infer.MCMC, or chain_method="sequential").'.format(
                     batched.tolist(), one_by_one.tolist(), self._mismatching_site(probe)
                 )
             )
@@ -601,26 +602,6 @@ class DiscreteEnergy:
                     UserWarning,
                     stacklevel=3,
                 )
-
-
-def trace_compile(fn, example_inputs: tuple):
-    """:func:`torch.jit.trace` of ``fn`` the way Pyro's HMC does it: parameters in the
-    param store frozen, validation off, tracer warnings silenced.
-
-    :param callable fn: a function of tensors returning tensors.
-    :param tuple example_inputs: example arguments.
-    """
-    frozen = [p for _, p in pyro.get_param_store().named_parameters() if p.requires_grad]
-    for p in frozen:
-        p.requires_grad_(False)
-    try:
-        with pyro.validation_enabled(False), warnings.catch_warnings():
-            warnings.simplefilter("ignore", category=torch.jit.TracerWarning)
-            warnings.filterwarnings("ignore", "`torch.jit.trace` is deprecated")
-            return torch.jit.trace(fn, example_inputs, check_trace=False)
-    finally:
-        for p in frozen:
-            p.requires_grad_(True)
 
 
 def _in_chain_plate(model, num_chains: int, max_plate_nesting: int):

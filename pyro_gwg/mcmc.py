@@ -9,8 +9,16 @@ chain's step time, not 256x), on the CPU or on the GPU that holds the model's
 tensors. ``"sequential"`` runs the chains one after the other with the same fast loop;
 ``"parallel"`` hands them to :class:`pyro.infer.MCMC` (one process per chain).
 
-Draws are stored as integer codes in preallocated buffers (the smallest integer type
-that holds the model's values) and decoded to model values once, after the run; the
+Vectorised and sequential runs call the kernel's compiled transition function
+(:meth:`DiscreteKernel.advance <pyro_gwg.DiscreteKernel.advance>`) for
+:data:`STEPS_PER_CALL` transitions at a time, the few left at the end of warmup and of
+sampling eagerly; warmup steps of a kernel that adapts, and every step of a run with a
+``hook_fn``, go one at a time. With the kernels' default ``jit_compile="auto"`` the
+function is traced by :func:`torch.jit.trace`, or compiled by TorchInductor for runs of
+at least :data:`AUTO_INDUCTOR_MIN_SIZE` chain-transition-coordinates, where its seconds
+of compilation pay off (see :mod:`pyro_gwg.compilation`). Draws are stored as integer
+codes in preallocated buffers (the smallest integer type that holds the model's values,
+thinned as they are stored) and decoded to model values once, after the run; the
 per-draw statistics of the kernel accumulate on the device, and the host synchronises
 only to refresh the progress bar.
 """
@@ -28,9 +36,16 @@ from tqdm.auto import tqdm
 
 from pyro_gwg.kernels.base import DiscreteKernel
 
-__all__ = ["MCMC"]
+__all__ = ["AUTO_INDUCTOR_MIN_SIZE", "MCMC", "STEPS_PER_CALL"]
 
 _CHAIN_METHODS = ("vectorized", "sequential", "parallel")
+#: transitions per call of the compiled transition function
+STEPS_PER_CALL = 8
+#: with ``jit_compile="auto"``, runs of at least this size (chains x transitions x
+#: coordinates) compile with TorchInductor, smaller ones with torch.jit.trace:
+#: TorchInductor takes seconds to compile and saves, on a CPU, roughly 10-200 ns per
+#: chain, transition and coordinate (``benchmarks/peers.py``)
+AUTO_INDUCTOR_MIN_SIZE = 5 * 10**7
 
 
 class MCMC:
@@ -159,67 +174,58 @@ class MCMC:
         clock = time.perf_counter()
         kernel.setup(self.warmup_steps, *args, **kwargs)
         clock = self._tick("setup", clock)
-        energy = kernel.energy
-        kept = self.num_samples // self.thinning
-        layout = energy.layout
-        codes_buffer = torch.empty(
-            (num_chains, kept, layout.num_coords),
-            dtype=_code_dtype(layout),
-            device=kernel.state.codes.device,
+        layout = kernel.energy.layout
+        draws = _DrawBuffers(
+            num_chains,
+            self.num_samples // self.thinning,
+            self.thinning,
+            layout.num_coords,
+            _code_dtype(layout),
+            kernel.state.codes.device,
         )
-        stats: Dict[str, torch.Tensor] = {}
         total = self.warmup_steps + self.num_samples
-        accepted = torch.zeros((), device=codes_buffer.device)
-        bar = tqdm(total=total, disable=self.disable_progbar, desc="Warmup " + label)
-        refresh = max(1, total // 200)
-        for t in range(total):
-            info, _ = kernel.transition()
-            accepted = accepted + info.accepted.sum()
-            sampling = t >= self.warmup_steps
-            if t == self.warmup_steps:
-                clock = self._tick("warmup", clock)
-                bar.set_description("Sample " + label)
-                accepted = torch.zeros_like(accepted)
-                phase_start = t
-            j = t - self.warmup_steps
-            if sampling and (j + 1) % self.thinning == 0 and j // self.thinning < kept:
-                k = j // self.thinning
-                codes_buffer[:, k] = kernel.state.codes
-                self._store_stats(stats, info, kernel.state.log_joint, k, num_chains, kept)
-            if self.hook_fn is not None:
-                stage = "Sample" if sampling else "Warmup"
-                self.hook_fn(kernel, kernel.current_values(), stage, t)
-            if (t + 1) % refresh == 0 or t + 1 == total:
-                steps = t + 1 - (phase_start if sampling else 0)
-                rate = float(accepted) / (steps * num_chains)
-                bar.set_postfix({"acc. rate": "{:.3f}".format(rate)}, refresh=False)
-                bar.update(t + 1 - bar.n)
-        _synchronize(codes_buffer.device)
-        self._tick("sampling", clock)
-        bar.close()
-        values = energy.values_from_codes(codes_buffer.reshape(-1, layout.num_coords).long())
+        size = num_chains * total * layout.num_coords
+        backend = "inductor" if size >= AUTO_INDUCTOR_MIN_SIZE else "trace"
+        adapts = type(kernel)._adapt is not DiscreteKernel._adapt
+        progress = _Progress(tqdm(total=total, disable=self.disable_progbar), num_chains, total)
+        phases = (
+            ("Warmup", "warmup", False, self.warmup_steps),
+            ("Sample", "sampling", True, total),
+        )
+        t = 0
+        for stage, phase, keep, end in phases:
+            progress.start(stage + " " + label)
+            while t < end:
+                if self.hook_fn is not None or (adapts and stage == "Warmup"):
+                    info, codes, log_joint = _one_transition(kernel, draws.code_dtype)
+                else:  # whole calls compiled, the remainder of the phase eagerly
+                    steps = min(STEPS_PER_CALL, end - t)
+                    info, codes, log_joint = kernel.advance(
+                        steps, draws.code_dtype, backend if steps == STEPS_PER_CALL else None
+                    )
+                steps = codes.shape[1]
+                if keep:
+                    draws.store(t - self.warmup_steps, info, codes, log_joint)
+                if self.hook_fn is not None:
+                    self.hook_fn(kernel, kernel.current_values(), stage, t)
+                progress.update(steps, info.accepted)
+                t += steps
+            _synchronize(draws.codes.device)
+            clock = self._tick(phase, clock)
+        progress.close()
+        values = kernel.energy.values_from_codes(draws.codes.flatten(0, 1).long())
         dtype = torch.get_default_dtype()
         samples = {
-            name: v.to(dtype).reshape((num_chains, kept) + v.shape[1:])
+            name: v.to(dtype).reshape(draws.codes.shape[:2] + v.shape[1:])
             for name, v in values.items()
         }
         kernel.cleanup()
-        return samples, stats
+        return samples, draws.stats
 
     def _tick(self, phase: str, since: float) -> float:
         now = time.perf_counter()
         self.timing[phase] += now - since
         return now
-
-    @staticmethod
-    def _store_stats(stats, info, log_joint, k, num_chains, kept):
-        fields = dict(info._asdict(), log_joint=log_joint)
-        for name, value in fields.items():
-            if name not in stats:
-                stats[name] = torch.empty(
-                    (num_chains, kept), dtype=value.dtype, device=value.device
-                )
-            stats[name][:, k] = value
 
     def _run_with_pyro(self, args, kwargs) -> None:
         mcmc = pyro.infer.MCMC(
@@ -279,6 +285,72 @@ class MCMC:
     def summary(self, prob: float = 0.9) -> None:
         """Print Pyro's summary table (mean, std, quantiles, n_eff, r_hat per site)."""
         print_summary(self._samples, prob=prob)
+
+
+def _one_transition(kernel: DiscreteKernel, code_dtype: torch.dtype):
+    """One transition (with warmup adaptation), shaped like :meth:`DiscreteKernel.advance`."""
+    info, _ = kernel.transition()
+    state = kernel.state
+    info = type(info)(*(field.unsqueeze(1) for field in info))
+    return info, state.codes.to(code_dtype).unsqueeze(1), state.log_joint.unsqueeze(1)
+
+
+class _DrawBuffers:
+    """Preallocated ``[C, num_kept, ...]`` buffers of the kept draws (codes) and of the
+    per-draw statistics, filled on the device from runs of transitions."""
+
+    def __init__(self, num_chains, num_kept, thinning, num_coords, code_dtype, device):
+        self.num_kept, self.thinning, self.code_dtype = num_kept, thinning, code_dtype
+        self.codes = torch.empty(
+            (num_chains, num_kept, num_coords), dtype=code_dtype, device=device
+        )
+        self.stats: Dict[str, torch.Tensor] = {}
+
+    def store(self, first: int, info, codes: torch.Tensor, log_joint: torch.Tensor) -> None:
+        """Keep the thinned draws among the draws ``first, first + 1, ...`` (after
+        warmup) of a run of transitions; ``codes [C, n, D]``, the rest ``[C, n]``."""
+        thin = self.thinning
+        offset = -(first + 1) % thin  # run position of the first draw j with (j + 1) % thin == 0
+        slot = (first + offset) // thin
+        count = min(len(range(offset, codes.shape[1], thin)), self.num_kept - slot)
+        if count <= 0:
+            return
+        kept = slice(offset, offset + thin * (count - 1) + 1, thin)
+        self.codes[:, slot : slot + count] = codes[:, kept]
+        for name, value in dict(info._asdict(), log_joint=log_joint).items():
+            if name not in self.stats:
+                self.stats[name] = torch.empty(
+                    (value.shape[0], self.num_kept), dtype=value.dtype, device=value.device
+                )
+            self.stats[name][:, slot : slot + count] = value[:, kept]
+
+
+class _Progress:
+    """Progress bar with the acceptance rate of the current phase; the accepted count
+    stays on the device and is read only when the bar is refreshed."""
+
+    def __init__(self, bar, num_chains: int, total: int) -> None:
+        self.bar, self.num_chains = bar, num_chains
+        self.refresh = max(1, total // 200)
+        self.accepted, self.steps = torch.zeros(()), 0
+
+    def start(self, description: str) -> None:
+        self.bar.set_description(description)
+        self.accepted, self.steps = torch.zeros(()), 0
+
+    def update(self, steps: int, accepted: torch.Tensor) -> None:
+        self.accepted = self.accepted.to(accepted.device) + accepted.sum()
+        self.steps += steps
+        done = self.bar.n + steps
+        if not self.bar.disable and (
+            done // self.refresh > self.bar.n // self.refresh or done == self.bar.total
+        ):
+            rate = float(self.accepted) / (self.steps * self.num_chains)
+            self.bar.set_postfix({"acc. rate": "{:.3f}".format(rate)}, refresh=False)
+        self.bar.update(steps)
+
+    def close(self) -> None:
+        self.bar.close()
 
 
 def _synchronize(device: torch.device) -> None:

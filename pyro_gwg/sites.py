@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from typing import Iterable, List, Optional
 
 import torch
-import torch.nn.functional as F
 from pyro.distributions import constraints
 from pyro.distributions.torch_distribution import ExpandedDistribution, MaskedDistribution
 from torch.distributions import Categorical, Independent
@@ -145,7 +144,9 @@ class DiscreteSite:
         if self.kind == CATEGORICAL:
             return codes
         if self.kind == ONE_HOT:
-            return F.one_hot(codes, self.num_categories).to(torch.get_default_dtype())
+            # a comparison, not F.one_hot, whose range check reads values (untraceable)
+            categories = torch.arange(self.num_categories, device=codes.device)
+            return (codes.unsqueeze(-1) == categories).to(torch.get_default_dtype())
         return codes.to(torch.get_default_dtype())
 
     def decode(self, value: torch.Tensor) -> torch.Tensor:

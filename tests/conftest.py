@@ -2,6 +2,7 @@
 
 import pyro.infer.mcmc.api as pyro_mcmc
 import pytest
+import torch
 
 
 @pytest.fixture(autouse=True)
@@ -14,3 +15,14 @@ def _chains_in_this_process(monkeypatch):
     ``spawn`` context.
     """
     monkeypatch.setattr(pyro_mcmc.mp, "cpu_count", lambda: 1)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _one_torch_thread():
+    """Run the tests on one torch thread: their tensors are small and gain nothing from
+    more, and on a busy machine OpenMP threads contending for the cores make such tests
+    many times slower."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -30,16 +30,6 @@ pytestmark = [
 ]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    # the models here are tiny; on a 2-core CPU, torch 2.13's multithreaded Bernoulli
-    # log_prob (binary_cross_entropy_with_logits) costs ~20 ms a call, 5000x one thread
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(autouse=True)
 def sequential_chains(monkeypatch):
     # pyro.infer.MCMC runs chains in subprocesses when there are enough CPUs: keep them

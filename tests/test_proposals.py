@@ -15,6 +15,7 @@ from pyro_gwg.proposals import (
     gwg_init,
     gwg_proposal,
     gwg_step,
+    inverse_cdf_draws,
     metropolis_hastings,
     move_log_prob,
     proposal_logits,
@@ -185,6 +186,20 @@ def test_sample_move_draws_from_the_softmax(name):
     se = (probs * (1 - probs) / num_chains).sqrt().clamp(min=1e-12)
     assert ((freq - probs).abs() / se).max() < 4.5
     assert (freq[probs == 0] == 0).all()
+
+
+def test_inverse_cdf_draws_follow_the_probabilities():
+    torch.manual_seed(0)
+    probs = torch.tensor([0.5, 0.0, 0.2, 0.3, 0.0])
+    draws = inverse_cdf_draws(probs.log().expand(20000, -1), num_draws=3)
+    assert draws.shape == (20000, 3)
+    freq = torch.bincount(draws.reshape(-1), minlength=5).float() / draws.numel()
+    se = (probs * (1 - probs) / draws.numel()).sqrt().clamp(min=1e-12)
+    assert ((freq - probs).abs() / se).max() < 4.5
+    assert (freq[probs == 0] == 0).all()
+    # a uniform number at the very top of the range stays on a possible entry
+    last = inverse_cdf_draws(torch.tensor([[0.0, -float("inf")]]), num_draws=1000)
+    assert (last == 0).all()
 
 
 def test_repeated_draws_of_a_coordinate_move_it_once():

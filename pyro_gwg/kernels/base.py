@@ -9,35 +9,53 @@ recorded per draw and returned by :meth:`DiscreteKernel.diagnostics`.
 
 from __future__ import annotations
 
+import warnings
 from abc import abstractmethod
-from typing import Dict, List, NamedTuple, Optional, Tuple
+from typing import Callable, Dict, List, NamedTuple, Optional, Tuple, Union
 
 import torch
 from pyro.infer.autoguide.initialization import init_to_sample
 from pyro.infer.mcmc.mcmc_kernel import MCMCKernel
 
-from pyro_gwg.energy import DiscreteEnergy, trace_compile
+from pyro_gwg.compilation import CompilationWarning, compile_function
+from pyro_gwg.energy import DiscreteEnergy
 from pyro_gwg.sites import UnsupportedModelError
 
-__all__ = ["DiscreteKernel"]
+__all__ = ["DiscreteKernel", "JIT_MODES"]
+
+#: values of ``jit_compile``
+JIT_MODES = (False, True, "auto", "inductor")
+
+# ``(state, value_and_grad) -> (state, info, extras)``: the functions that get compiled
+Transition = Callable[[NamedTuple, Callable], Tuple[NamedTuple, NamedTuple, tuple]]
 
 
 class DiscreteKernel(MCMCKernel):
     """Base class of the pyro-gwg kernels; works with :class:`pyro.infer.MCMC`.
 
     :param callable model: a Pyro model whose latent sites are discrete.
-    :param bool jit_compile: trace the whole transition (model forward and backward
-        pass, proposal, MH) into one graph with :func:`torch.jit.trace`; where the
-        model's backward pass cannot be traced, only its forward pass is compiled.
+    :param jit_compile: how the whole transition (model forward and backward pass,
+        proposal, MH) is compiled into one graph (see :mod:`pyro_gwg.compilation`):
+
+        * ``"auto"`` (default): :func:`torch.jit.trace` (milliseconds to compile); the
+          vectorised runner :class:`pyro_gwg.MCMC` uses TorchInductor instead for long
+          runs, several transitions per call. A model whose Python control flow
+          depends on latent values runs eagerly, with a warning.
+        * ``True``: :func:`torch.jit.trace`; such a model is an error.
+        * ``"inductor"``: TorchInductor (fused C++ or GPU kernels: seconds to compile,
+          the fastest per step) everywhere, falling back to ``torch.jit.trace`` and
+          then to eager mode, with a warning, where compilation fails.
+        * ``False``: eager mode.
     :param int max_plate_nesting: bound on nested plates; guessed when ``None``.
     :param callable init_strategy: Pyro per-site initialisation strategy
         (default :func:`~pyro.infer.autoguide.initialization.init_to_sample`).
 
     Per-draw statistics (after warmup) come back from :meth:`diagnostics`:
     ``accepted``, ``accept_prob``, ``num_changed`` (coordinates changed by the
-    proposal) and ``log_joint`` (of the state after the step), each a tensor with
-    one entry per draw, plus ``acceptance rate`` and an empty ``divergences`` list
-    (which ``mcmc.summary()`` and ``arviz.from_pyro`` expect).
+    proposal), ``log_joint`` (of the state after the step) and the evaluation counts
+    ``energy_evals`` and ``grad_evals`` (model runs and gradient passes per chain),
+    each a tensor with one entry per draw, plus ``acceptance rate`` and an empty
+    ``divergences`` list (which ``mcmc.summary()`` and ``arviz.from_pyro`` expect).
 
     Runners that batch chains set the attribute ``vectorized_chains`` before
     :meth:`setup`; samples and statistics then carry a leading chain dimension.
@@ -47,10 +65,16 @@ class DiscreteKernel(MCMCKernel):
         self,
         model=None,
         *,
-        jit_compile: bool = False,
+        jit_compile: Union[bool, str] = "auto",
         max_plate_nesting: Optional[int] = None,
         init_strategy=init_to_sample,
     ) -> None:
+        if not (isinstance(jit_compile, bool) or jit_compile in JIT_MODES[2:]):
+            raise ValueError(
+                "jit_compile must be one of False, True, 'auto' or 'inductor', got {!r}".format(
+                    jit_compile
+                )
+            )
         self.model = model
         self.jit_compile = jit_compile
         self.max_plate_nesting = max_plate_nesting
@@ -76,6 +100,8 @@ class DiscreteKernel(MCMCKernel):
     # --------------------------------------------------------------- Pyro interface
     def _reset(self) -> None:
         self._step_fn = None
+        self._chunk_fns: Dict[tuple, Callable] = {}
+        self._compiled_mode = self.jit_compile
         self._t = 0
         self._warmup_steps = 0
         self._state = None
@@ -96,7 +122,7 @@ class DiscreteKernel(MCMCKernel):
             args,
             kwargs,
             max_plate_nesting=self.max_plate_nesting,
-            jit_compile=self.jit_compile,
+            jit_compile=bool(self.jit_compile),
             init_strategy=self.init_strategy,
         )
         if not bool((self.energy.layout.num_values() > 1).any()):
@@ -110,9 +136,28 @@ class DiscreteKernel(MCMCKernel):
         else:
             codes = self.energy.initial_codes(self.vectorized_chains)
         self.energy.warn_gradient_blind_categoricals(codes[:1])
+        if self.jit_compile:
+            self._check_traceable(codes)
         self._state = self._init_state(codes, self.energy.value_and_grad)
         self._params = self._params_from_codes(codes)
         self._initial_params = self._params
+
+    def _check_traceable(self, codes: torch.Tensor) -> None:
+        """Compile the energy and check it against the eager model (see
+        :meth:`DiscreteEnergy.value_and_grad <pyro_gwg.DiscreteEnergy.value_and_grad>`);
+        with ``jit_compile="auto"``, a model that fails to compile or fails the check
+        runs eagerly."""
+        try:
+            self.energy.value_and_grad(codes)
+        except (UnsupportedModelError, RuntimeError) as error:
+            if self.jit_compile != "auto":
+                raise
+            warnings.warn(
+                "{} Running {} eagerly.".format(error, type(self).__name__),
+                CompilationWarning,
+                stacklevel=3,
+            )
+            self.energy.jit_compile = self._compiled_mode = False
 
     @property
     def initial_params(self) -> Optional[Dict[str, torch.Tensor]]:
@@ -122,22 +167,48 @@ class DiscreteKernel(MCMCKernel):
     def initial_params(self, params: Dict[str, torch.Tensor]) -> None:
         self._initial_params = params
 
-    def transition(self) -> Tuple[NamedTuple, Optional[Tuple[torch.Tensor, ...]]]:
+    def transition(self) -> Tuple[NamedTuple, Tuple[torch.Tensor, ...]]:
         """One transition of every chain, with warmup adaptation; no host sync.
 
-        The entry point for runners that drive the kernel directly (such as
-        :class:`pyro_gwg.MCMC`); :meth:`sample` wraps it for :class:`pyro.infer.MCMC`.
+        The entry point for runners that drive the kernel one step at a time;
+        :meth:`sample` wraps it for :class:`pyro.infer.MCMC`.
 
-        :returns: ``(info, values)``: the step's per-chain statistics and, when the
-            step is compiled, the new state's model values (site order), else ``None``.
+        :returns: ``(info, values)``: the step's per-chain statistics and the new
+            state's model values (floats, in site order).
         """
         if self._step_fn is None:
-            self._step_fn = self._compile_step(self._state)
+            backend = "inductor" if self._compiled_mode == "inductor" else "trace"
+            self._step_fn = self._compile(self._values_step, backend)
         self._state, info, values = self._step_fn(self._state)
         if self._t < self._warmup_steps:
             self._adapt(info)
         self._t += 1
         return info, values
+
+    def advance(
+        self, num_steps: int, code_dtype: torch.dtype = torch.long, backend: Optional[str] = "trace"
+    ) -> Tuple[NamedTuple, torch.Tensor, torch.Tensor]:
+        """``num_steps`` transitions of every chain in one call of a compiled function,
+        without warmup adaptation (runners call :meth:`transition` for adapting
+        warmup steps).
+
+        :param int num_steps: transitions.
+        :param torch.dtype code_dtype: integer type of the returned codes.
+        :param str backend: ``"inductor"`` or ``"trace"`` (the compiler asked for by a
+            runner with ``jit_compile="auto"``; ``jit_compile`` itself decides
+            otherwise), or ``None`` to run the transitions eagerly.
+        :returns: ``(info, codes, log_joint)``: the statistics of every transition,
+            each ``[C, num_steps]``, the states ``[C, num_steps, D]`` and their log
+            joint ``[C, num_steps]``.
+        """
+        if backend is not None and self._compiled_mode != "auto":
+            backend = {False: None, True: "trace", "inductor": "inductor"}[self._compiled_mode]
+        key = (num_steps, code_dtype, backend)
+        if key not in self._chunk_fns:
+            self._chunk_fns[key] = self._compile(self._chunk(num_steps, code_dtype), backend)
+        self._state, info, (codes, log_joint) = self._chunk_fns[key](self._state)
+        self._t += num_steps
+        return info, codes, log_joint
 
     def sample(self, params: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
         if params is not self._params:  # the caller changed the state: start from it
@@ -155,11 +226,7 @@ class DiscreteKernel(MCMCKernel):
         if not warmup:
             self._record(info)
         if accepted:
-            self._params = (
-                self._params_from_codes(self._state.codes)
-                if values is None
-                else dict(zip(self._param_names, values))
-            )
+            self._params = dict(zip(self._param_names, values))
         return self._params
 
     def logging(self) -> Dict[str, str]:
@@ -183,45 +250,66 @@ class DiscreteKernel(MCMCKernel):
     def __getstate__(self):
         # compiled functions and traces do not pickle; setup() rebuilds them
         state = self.__dict__.copy()
-        state.update(energy=None, _state=None, _params=None, _draw_stats={}, _step_fn=None)
+        state.update(
+            energy=None, _state=None, _params=None, _draw_stats={}, _step_fn=None, _chunk_fns={}
+        )
         return state
 
-    def _compile_step(self, state: NamedTuple):
-        """The transition function ``state -> (state, info, values)``.
+    # --------------------------------------------------------------- compilation
+    def _values_step(self, state: NamedTuple, value_and_grad) -> tuple:
+        """One transition, with the new state's model values as extras."""
+        new_state, info = self._step(state, value_and_grad)
+        values = self._params_from_codes(new_state.codes)
+        return new_state, info, tuple(values[name] for name in self._param_names)
 
-        With ``jit_compile``, the whole transition (model forward and backward pass,
-        proposal, MH, and the new state's model values) is traced into one graph;
-        where the model's backward pass cannot be traced, the plain step runs with
-        the energy compiled on its own. ``values`` is ``None`` when not traced.
+    def _chunk(self, num_steps: int, code_dtype: torch.dtype) -> Transition:
+        """``num_steps`` transitions, with the stacked states and log joints as extras."""
+
+        def chunk(state: NamedTuple, value_and_grad) -> tuple:
+            infos, codes, log_joint = [], [], []
+            for _ in range(num_steps):
+                state, info = self._step(state, value_and_grad)
+                infos.append(info)
+                codes.append(state.codes.to(code_dtype))
+                log_joint.append(state.log_joint)
+            stacked = type(infos[0])(*(torch.stack(field, 1) for field in zip(*infos)))
+            return state, stacked, (torch.stack(codes, 1), torch.stack(log_joint, 1))
+
+        return chunk
+
+    def _compile(self, fn: Transition, backend: Optional[str]):
+        """``state -> (state, info, extras)``: ``fn`` compiled whole (model forward and
+        backward pass, proposal, MH) by ``backend`` (see
+        :func:`~pyro_gwg.compilation.compile_function`), or run eagerly, on the energy
+        compiled on its own, when ``backend`` is ``None``, when ``jit_compile`` is off
+        and where every compiler fails.
         """
 
-        def plain(current: NamedTuple):
-            return (*self._step(current, self.energy.value_and_grad), None)
+        def eager(current: NamedTuple) -> tuple:
+            return fn(current, self.energy.value_and_grad)
 
-        if not self.jit_compile:
-            return plain
-        self.energy.value_and_grad(state.codes)  # compile and check the energy first
+        if backend is None or not self._compiled_mode:
+            return eager
+        state = self._state
         value_and_grad = self.energy.traceable_value_and_grad(state.codes.shape[0])
-        state_type, size, info_type = type(state), len(state), []
+        state_type, types = type(state), []
 
-        def flat_step(*tensors):
-            new_state, info = self._step(state_type(*tensors), value_and_grad)
-            info_type.append(type(info))
-            values = self._params_from_codes(new_state.codes)
-            return tuple(new_state) + tuple(info) + tuple(values[n] for n in self._param_names)
+        def flat(*tensors: torch.Tensor) -> tuple:
+            new_state, info, extras = fn(state_type(*tensors), value_and_grad)
+            types.append(type(info))
+            return (*new_state, *info, *extras)
 
-        try:
-            traced = trace_compile(flat_step, tuple(state))
-        except RuntimeError:
-            return plain
-        info_size = len(info_type[0]._fields)
+        compiled = compile_function(flat, tuple(state), backend)
+        if compiled is None:
+            return eager
+        num_state, num_info = len(state), len(types[0]._fields)
 
-        def step(current: NamedTuple):
-            out = traced(*current)
-            info = info_type[0](*out[size : size + info_size])
-            return state_type(*out[:size]), info, out[size + info_size :]
+        def run(current: NamedTuple) -> tuple:
+            out = compiled(*current)
+            info = types[0](*out[num_state : num_state + num_info])
+            return state_type(*out[:num_state]), info, tuple(out[num_state + num_info :])
 
-        return step
+        return run
 
     @property
     def params(self) -> Optional[Dict[str, torch.Tensor]]:

@@ -8,7 +8,7 @@ states per run.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Union
 
 import torch
 from pyro.infer.autoguide.initialization import init_to_sample
@@ -25,8 +25,8 @@ class EvaluatingKernel(DiscreteKernel):
         broadcast over a leading batch dimension (checked), as the states of one step
         are evaluated in one batched run.
     :param int chunk_size: most states per batched run of the model.
-    :param bool jit_compile: trace the whole transition (the batched model runs,
-        the update) into one graph with :func:`torch.jit.trace`.
+    :param jit_compile: compilation of the whole transition: ``"auto"`` (default),
+        ``True``, ``"inductor"`` or ``False``; see :class:`~pyro_gwg.DiscreteKernel`.
     :param int max_plate_nesting: bound on nested plates; guessed when ``None``.
     :param callable init_strategy: Pyro per-site initialisation strategy.
 
@@ -39,7 +39,7 @@ class EvaluatingKernel(DiscreteKernel):
         model=None,
         *,
         chunk_size: int = 4096,
-        jit_compile: bool = False,
+        jit_compile: Union[bool, str] = "auto",
         max_plate_nesting: Optional[int] = None,
         init_strategy=init_to_sample,
     ) -> None:

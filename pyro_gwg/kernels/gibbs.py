@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple, Optional, Tuple
+from typing import NamedTuple, Optional, Tuple, Union
 
 import torch
 from pyro.infer.autoguide.initialization import init_to_sample
@@ -42,7 +42,8 @@ class Gibbs(EvaluatingKernel):
     :param str scan: ``"random"`` or ``"systematic"``.
     :param int window: cell width for unbounded ordinal sites (default 8).
     :param int chunk_size: most states per batched run of the model.
-    :param bool jit_compile: trace the whole transition into one graph.
+    :param jit_compile: compilation of the whole transition: ``"auto"`` (default),
+        ``True``, ``"inductor"`` or ``False``; see :class:`~pyro_gwg.DiscreteKernel`.
     :param int max_plate_nesting: bound on nested plates; guessed when ``None``.
     :param callable init_strategy: Pyro per-site initialisation strategy.
 
@@ -69,7 +70,7 @@ class Gibbs(EvaluatingKernel):
         scan: str = "random",
         window: int = 8,
         chunk_size: int = 4096,
-        jit_compile: bool = False,
+        jit_compile: Union[bool, str] = "auto",
         max_plate_nesting: Optional[int] = None,
         init_strategy=init_to_sample,
     ) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple, Optional, Tuple
+from typing import NamedTuple, Optional, Tuple, Union
 
 import torch
 from pyro.infer.autoguide.initialization import init_to_sample
@@ -39,12 +39,15 @@ class GWG(DiscreteKernel):
     targets the exact posterior even where the gradient is uninformative.
 
     :param callable model: a Pyro model whose latent sites are discrete.
-    :param int num_flips: coordinates drawn per proposal (default 1).
+    :param int num_flips: coordinates drawn per proposal (default 1). Several flips
+        per step cost about as much as one and move further: on lattice Ising models
+        and RBMs about :math:`\sqrt{D} / 2.5` of ``D`` coordinates (acceptance
+        0.6-0.9) gave the most effective samples per second
+        (``benchmarks/peers.py``).
     :param float temperature: proposal temperature :math:`\tau`; 2 is the locally
         balanced choice of the paper.
-    :param bool jit_compile: trace the whole transition (model forward and backward
-        pass, proposal, MH) into one graph with :func:`torch.jit.trace`; the model's
-        Python control flow must not depend on latent values (checked).
+    :param jit_compile: compilation of the whole transition: ``"auto"`` (default),
+        ``True``, ``"inductor"`` or ``False``; see :class:`~pyro_gwg.DiscreteKernel`.
     :param int max_plate_nesting: bound on nested plates; guessed when ``None``.
     :param callable init_strategy: Pyro per-site initialisation strategy (default
         :func:`~pyro.infer.autoguide.initialization.init_to_sample`).
@@ -71,7 +74,7 @@ class GWG(DiscreteKernel):
         *,
         num_flips: int = 1,
         temperature: float = 2.0,
-        jit_compile: bool = False,
+        jit_compile: Union[bool, str] = "auto",
         max_plate_nesting: Optional[int] = None,
         init_strategy=init_to_sample,
     ) -> None:

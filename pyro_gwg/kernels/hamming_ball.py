@@ -44,7 +44,8 @@ class HammingBall(EvaluatingKernel):
         step of a factorial HMM (:func:`pyro_gwg.models.fhmm_time_blocks`).
     :param int window: cell width for unbounded ordinal sites (default 8).
     :param int chunk_size: most states per batched run of the model.
-    :param bool jit_compile: trace the whole transition into one graph.
+    :param jit_compile: compilation of the whole transition: ``"auto"`` (default),
+        ``True``, ``"inductor"`` or ``False``; see :class:`~pyro_gwg.DiscreteKernel`.
     :param int max_plate_nesting: bound on nested plates; guessed when ``None``.
     :param callable init_strategy: Pyro per-site initialisation strategy.
     """
@@ -58,7 +59,7 @@ class HammingBall(EvaluatingKernel):
         blocks: Optional[Union[torch.Tensor, Sequence[Sequence[int]]]] = None,
         window: int = 8,
         chunk_size: int = 4096,
-        jit_compile: bool = False,
+        jit_compile: Union[bool, str] = "auto",
         max_plate_nesting: Optional[int] = None,
         init_strategy=init_to_sample,
     ) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple, Optional, Tuple
+from typing import NamedTuple, Optional, Tuple, Union
 
 import torch
 from pyro.infer.autoguide.initialization import init_to_sample
@@ -35,7 +35,8 @@ class LocallyBalanced(EvaluatingKernel):
     :param callable model: a Pyro model whose latent sites are discrete.
     :param float temperature: proposal temperature :math:`\tau`.
     :param int chunk_size: most states per batched run of the model.
-    :param bool jit_compile: trace the whole transition into one graph.
+    :param jit_compile: compilation of the whole transition: ``"auto"`` (default),
+        ``True``, ``"inductor"`` or ``False``; see :class:`~pyro_gwg.DiscreteKernel`.
     :param int max_plate_nesting: bound on nested plates; guessed when ``None``.
     :param callable init_strategy: Pyro per-site initialisation strategy.
     """
@@ -46,7 +47,7 @@ class LocallyBalanced(EvaluatingKernel):
         *,
         temperature: float = 2.0,
         chunk_size: int = 4096,
-        jit_compile: bool = False,
+        jit_compile: Union[bool, str] = "auto",
         max_plate_nesting: Optional[int] = None,
         init_strategy=init_to_sample,
     ) -> None:

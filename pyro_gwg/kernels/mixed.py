@@ -44,7 +44,8 @@ class MixedGibbs(MCMCKernel):
         kernel built on the model (``jit_compile=False``: a compiled potential would
         freeze the discrete values).
     :param DiscreteKernel discrete_kernel: e.g. ``GWG()`` (its model is taken from
-        ``inner_kernel``; ``jit_compile=False`` for the same reason).
+        ``inner_kernel``); it runs eagerly for the same reason: its default
+        ``jit_compile="auto"`` is turned off, an explicit compiler is an error.
 
     Example::
 
@@ -78,6 +79,8 @@ class MixedGibbs(MCMCKernel):
                 "MixedGibbs needs the inner kernel to be built on the model: "
                 "MixedGibbs(NUTS(model), GWG())."
             )
+        if discrete_kernel.jit_compile == "auto":
+            discrete_kernel.jit_compile = False
         if getattr(inner_kernel, "_jit_compile", False) or discrete_kernel.jit_compile:
             raise UnsupportedModelError(
                 "MixedGibbs needs jit_compile=False on both kernels: a compiled log "

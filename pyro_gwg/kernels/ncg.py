@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import List, NamedTuple, Optional, Tuple
+from typing import List, NamedTuple, Optional, Tuple, Union
 
 import torch
 from pyro.infer.autoguide.initialization import init_to_sample
@@ -60,7 +60,8 @@ class FactorisedKernel(DiscreteKernel):
         ``window`` of the current one. Coordinates with a finite support range over
         all of it.
     :param float initial_step_size: starting point of the adaptation.
-    :param bool jit_compile: trace the whole transition into one graph.
+    :param jit_compile: compilation of the whole transition: ``"auto"`` (default),
+        ``True``, ``"inductor"`` or ``False``; see :class:`~pyro_gwg.DiscreteKernel`.
     :param int max_plate_nesting: bound on nested plates; guessed when ``None``.
     :param callable init_strategy: Pyro per-site initialisation strategy.
     """
@@ -78,7 +79,7 @@ class FactorisedKernel(DiscreteKernel):
         target_accept_prob: float = 0.574,
         window: int = 10,
         initial_step_size: Optional[float] = None,
-        jit_compile: bool = False,
+        jit_compile: Union[bool, str] = "auto",
         max_plate_nesting: Optional[int] = None,
         init_strategy=init_to_sample,
     ) -> None:
@@ -180,7 +181,8 @@ class NCG(FactorisedKernel):
     :param int window: half-width of the candidate window of unbounded ordinals.
     :param float initial_step_size: start of the adaptation (default 0.5, the
         reference value for binary targets).
-    :param bool jit_compile: trace the whole transition into one graph.
+    :param jit_compile: compilation of the whole transition: ``"auto"`` (default),
+        ``True``, ``"inductor"`` or ``False``; see :class:`~pyro_gwg.DiscreteKernel`.
     :param int max_plate_nesting: bound on nested plates; guessed when ``None``.
     :param callable init_strategy: Pyro per-site initialisation strategy (default
         :func:`~pyro.infer.autoguide.initialization.init_to_sample`).

@@ -16,7 +16,7 @@ Summing out the hidden units (Grathwohl et al. 2021, Eq. 29),
 from __future__ import annotations
 
 import inspect
-from typing import NamedTuple, Optional, Tuple
+from typing import NamedTuple, Optional, Tuple, Union
 
 import pyro
 import pyro.distributions as dist
@@ -259,11 +259,14 @@ class RBMBlockGibbs(DiscreteKernel):
 
     :param callable model: :func:`rbm` (the default) or a model with its signature
         and site ``"v"``.
-    :param bool jit_compile: trace the step into one graph.
+    :param jit_compile: compilation of the whole transition: ``"auto"`` (default),
+        ``True``, ``"inductor"`` or ``False``; see :class:`~pyro_gwg.DiscreteKernel`.
     :param callable init_strategy: Pyro per-site initialisation strategy.
     """
 
-    def __init__(self, model=rbm, *, jit_compile: bool = False, init_strategy=init_to_sample):
+    def __init__(
+        self, model=rbm, *, jit_compile: Union[bool, str] = "auto", init_strategy=init_to_sample
+    ):
         super().__init__(model, jit_compile=jit_compile, init_strategy=init_strategy)
 
     def _rbm_params(self) -> RBMParams:

@@ -43,10 +43,14 @@ __all__ = [
     "gwg_init",
     "gwg_proposal",
     "gwg_step",
+    "inverse_cdf_draws",
     "move_log_prob",
     "proposal_logits",
     "sample_move",
 ]
+
+# keeps a uniform draw strictly below the total mass (float64 rounding is ~1e-16)
+_CDF_MARGIN = 1e-12
 
 ValueAndGrad = Callable[[torch.Tensor], Tuple[torch.Tensor, torch.Tensor]]
 
@@ -134,7 +138,7 @@ def sample_move(log_q_coord: torch.Tensor, log_q_cand: torch.Tensor, num_flips: 
     :param int num_flips: number ``N`` of coordinate draws (Eq. 27).
     :rtype: GWGMove
     """
-    draws = _gumbel_argmax(log_q_coord.unsqueeze(1).expand(-1, num_flips, -1))
+    draws = inverse_cdf_draws(log_q_coord, num_flips)
     if log_q_cand.shape[-1] == 1:  # one candidate per coordinate (bits)
         return GWGMove(draws, torch.zeros_like(draws), _first_draws(draws))
     rows = log_q_cand.gather(1, draws.unsqueeze(-1).expand(-1, -1, log_q_cand.shape[-1]))
@@ -149,6 +153,26 @@ def _gumbel_argmax(log_probs: torch.Tensor) -> torch.Tensor:
     """One draw per row of the last dimension (Gumbel-max; cheaper than
     ``torch.multinomial`` for the small batches of a sampler step)."""
     return (log_probs - torch.empty_like(log_probs).exponential_().log()).argmax(-1)
+
+
+def inverse_cdf_draws(log_probs: torch.Tensor, num_draws: int) -> torch.Tensor:
+    """``num_draws`` independent draws per row from normalised log probabilities, by
+    inverting the cumulative distribution: one uniform number per draw, where the
+    Gumbel-max trick needs one per category (the cost of a many-coordinate step).
+
+    An entry of probability zero is never drawn: a draw lands on the first entry whose
+    cumulative sum exceeds ``u * total``, with ``u`` kept below 1.
+
+    :param torch.Tensor log_probs: ``[C, D]`` log probabilities (rows sum to one in
+        probability; ``-inf`` for impossible entries).
+    :param int num_draws: draws per row.
+    :returns: long ``[C, num_draws]``.
+    """
+    cdf = log_probs.double().exp().cumsum(-1)
+    total = cdf[:, -1:]
+    uniform = torch.rand(cdf.shape[:1] + (num_draws,), dtype=cdf.dtype, device=cdf.device)
+    target = torch.minimum(uniform * total, total * (1 - _CDF_MARGIN))
+    return torch.searchsorted(cdf, target, right=True)
 
 
 def _first_draw_index(draws: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,299 @@
+r"""Normalising constants of an RBM fitted to binarised scikit-learn digits: error
+against compute of annealed importance sampling (AIS) and the adaptive resample-move
+algorithm (ARM), with GWG and Gibbs transitions.
+
+What is measured
+----------------
+The target is the Pyro model ``pyro_gwg.models.rbm`` of an RBM with 64 visible units
+(the 8 x 8 digits, pixel > 8 set to 1) and ``--hidden`` hidden units, trained by
+``pyro_gwg.models.train_rbm`` (CD-10, Adam, ``--epochs`` passes). Its exact log
+normaliser sums the hidden units out and enumerates their ``2^H`` states
+(``rbm_log_partition`` less the visible Bernoulli normalisers of the model).
+
+Estimators (``pyro_gwg.estimators``), each run ``--repeats`` times per budget:
+
+* ``ais-gwg`` / ``ais-gibbs``: AIS from the factorised Bernoulli base fitted to the
+  data, linear schedule (paper 000, Appendix I.2.1), ``--ais-particles`` particles,
+  one kernel step per temperature, ``T`` in ``--ais-steps`` temperatures;
+* ``arm-gwg`` / ``arm-gibbs``: ARM (paper 003) over the visible units added one at a
+  time, most active first; ``R`` in ``--arm-particles`` particles, one sweep
+  (``D_n`` single-site kernel steps) per move step, ``gamma_thr = 0.7``,
+  ``i_max = --i-max``, residual resampling below an ESS of ``0.7 R``, one run per
+  estimate;
+* ``arm-reseed-gibbs``: ARM-reseed, new particles from training images brought to
+  :math:`p_n` by ``--reseed-steps`` Gibbs steps;
+* ``arm-block`` / ``arm-reseed-block``: the same with the RBM's block-Gibbs kernel
+  (``pyro_gwg.models.RBMBlockGibbs`` on each stage's RBM, one block sweep per move step
+  and ``--reseed-steps`` sweeps per reseed), the structured kernel of paper 003's RBM
+  experiments, with ``R`` in ``--block-particles`` (its sweeps cost no model run, so
+  larger sets fit the same time). AIS cannot use it: it samples the model in closed
+  form and ignores the annealed density.
+
+Per estimate: the error of :math:`\log \hat Z`, its reported standard error (AIS), the
+wall-clock seconds (eager kernels, one thread), the model evaluations (states at which
+a stage model or the annealed model was evaluated) and the coordinate evaluations
+(each evaluated state times its dimension: the :math:`O(tHn)` cost of paper 003,
+Section 5, for which ARM's early stages are cheap). The summary per budget reports
+the bias, the standard deviation and the RMSE of :math:`\log \hat Z` over repeats.
+
+Run from the repository root (needs scikit-learn, ``pip install -e .[bench]``)::
+
+    PYTHONPATH=. python benchmarks/estimators_rbm.py            # full (about 10 min)
+    PYTHONPATH=. python benchmarks/estimators_rbm.py --quick    # about a minute
+
+Results: ``benchmarks/results/estimators_rbm[_quick].json`` and ``.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Dict, List, Optional
+
+import pyro
+import torch
+import torch.nn.functional as F
+from rbm_sampling import binary_digits
+from sampling_common import (
+    code_info,
+    common_arguments,
+    configure,
+    fill_defaults,
+    metadata,
+    write_json,
+)
+
+from pyro_gwg import GWG, Gibbs
+from pyro_gwg.estimators import activity_order, ais, arm, rbm_stages
+from pyro_gwg.models import RBMBlockGibbs, rbm, rbm_log_partition, train_rbm
+
+METHODS = (
+    "ais-gwg",
+    "ais-gibbs",
+    "arm-gwg",
+    "arm-gibbs",
+    "arm-reseed-gibbs",
+    "arm-block",
+    "arm-reseed-block",
+)
+
+
+class CountingBlockGibbs(RBMBlockGibbs):
+    """Block Gibbs that counts its closed-form evaluations (it bypasses the model)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.evaluations = self.coordinate_evaluations = 0
+
+    def _step(self, state, value_and_grad):
+        self.evaluations += state.codes.shape[0]
+        self.coordinate_evaluations += state.codes.numel()
+        return super()._step(state, value_and_grad)
+
+
+KERNELS = {"gwg": GWG, "gibbs": Gibbs, "block": CountingBlockGibbs}
+
+
+def estimate(method: str, budget: int, params, data, order, args) -> Dict[str, object]:
+    """One estimate of log Z with its cost."""
+    kernel = KERNELS[method.split("-")[-1]]()
+    start = time.perf_counter()
+    if method.startswith("ais"):
+        result = ais(
+            rbm,
+            kernel,
+            num_particles=args.ais_particles,
+            num_steps=budget,
+            base={"v": data},
+            model_args=tuple(params),
+        )
+        extra = {"ess": float(result.ess)}
+        coordinate_evaluations = result.evaluations * data.shape[1]
+    else:
+        result = arm(
+            rbm_stages(params, order),
+            kernel,
+            num_particles=budget,
+            num_moves=1 if isinstance(kernel, RBMBlockGibbs) else "sweep",
+            num_runs=1,
+            i_max=args.i_max,
+            reseed=data[:, order].long() if "reseed" in method else None,
+            reseed_steps=args.reseed_steps,
+        )
+        extra = {
+            "generate_iterations": int(
+                sum(int(s.generate_iterations.sum()) for s in result.stages)
+            ),
+            "resampled_stages": int(sum(int(s.resampled.sum()) for s in result.stages)),
+        }
+        coordinate_evaluations = result.coordinate_evaluations
+    seconds = time.perf_counter() - start
+    evaluations = result.evaluations
+    if isinstance(kernel, CountingBlockGibbs):
+        evaluations += kernel.evaluations
+        coordinate_evaluations += kernel.coordinate_evaluations
+    return {
+        "log_z": float(result.log_z),
+        "log_z_se": float(result.log_z_se),
+        "seconds": seconds,
+        "evaluations": evaluations,
+        "coordinate_evaluations": coordinate_evaluations,
+        **extra,
+    }
+
+
+def summarise(estimates: List[Dict[str, object]], exact: float) -> List[Dict[str, object]]:
+    rows = []
+    for method in dict.fromkeys(e["method"] for e in estimates):
+        for budget in sorted({e["budget"] for e in estimates if e["method"] == method}):
+            group = [e for e in estimates if e["method"] == method and e["budget"] == budget]
+            errors = torch.tensor([e["log_z"] - exact for e in group], dtype=torch.float64)
+            rows.append(
+                {
+                    "method": method,
+                    "budget": budget,
+                    "repeats": len(group),
+                    "bias": float(errors.mean()),
+                    "sd": float(errors.std()) if len(group) > 1 else float("nan"),
+                    "rmse": float(errors.pow(2).mean().sqrt()),
+                    "mean_reported_se": sum(e["log_z_se"] for e in group) / len(group),
+                    "seconds": sum(e["seconds"] for e in group) / len(group),
+                    "evaluations": sum(e["evaluations"] for e in group) / len(group),
+                    "coordinate_evaluations": sum(e["coordinate_evaluations"] for e in group)
+                    / len(group),
+                }
+            )
+    return rows
+
+
+def run_benchmark(args: argparse.Namespace) -> Dict[str, object]:
+    code = code_info()
+    configure(args)
+    data = binary_digits()
+    start = time.perf_counter()
+    params = train_rbm(data, args.hidden, epochs=args.epochs, lr=args.lr, seed=args.seed)
+    train_s = time.perf_counter() - start
+    exact = float(rbm_log_partition(params) - F.softplus(params.visible_bias.double()).sum())
+    order = activity_order(data)
+    print("trained in {:.1f}s; exact log Z {:.4f}".format(train_s, exact), file=sys.stderr)
+    estimates = []
+    for method in args.methods:
+        if method.startswith("ais"):
+            budgets = args.ais_steps
+        else:
+            budgets = args.block_particles if method.endswith("block") else args.arm_particles
+        for budget in budgets:
+            for repeat in range(args.repeats):
+                pyro.set_rng_seed(args.seed + 1000 * repeat + budget)
+                record = estimate(method, budget, params, data, order, args)
+                estimates.append({"method": method, "budget": budget, "repeat": repeat, **record})
+                print(
+                    "{:<17} budget {:>5} #{}: error {:+.4f} (se {:.4f})  {:6.1f}s".format(
+                        method,
+                        budget,
+                        repeat,
+                        record["log_z"] - exact,
+                        record["log_z_se"],
+                        record["seconds"],
+                    ),
+                    file=sys.stderr,
+                )
+    return {
+        **metadata("estimators_rbm", args, code),
+        "data": {"num_examples": data.shape[0], "num_visible": data.shape[1]},
+        "train_s": train_s,
+        "exact_log_z": exact,
+        "estimates": estimates,
+        "summary": summarise(estimates, exact),
+    }
+
+
+def print_table(results: Dict[str, object]) -> None:
+    print("exact log Z = {:.4f}".format(results["exact_log_z"]))
+    print(
+        "| method | budget | bias | sd | RMSE | mean reported se | seconds | "
+        "evaluations | coordinate evaluations |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in results["summary"]:
+        print(
+            "| {} | {} | {:+.4f} | {:.4f} | {:.4f} | {:.4f} | {:.1f} | {:.3g} | {:.3g} |".format(
+                r["method"],
+                r["budget"],
+                r["bias"],
+                r["sd"],
+                r["rmse"],
+                r["mean_reported_se"],
+                r["seconds"],
+                r["evaluations"],
+                r["coordinate_evaluations"],
+            )
+        )
+
+
+def plot(results: Dict[str, object], path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), constrained_layout=True)
+    for method in dict.fromkeys(r["method"] for r in results["summary"]):
+        rows = [r for r in results["summary"] if r["method"] == method]
+        style = "-o" if method.startswith("ais") else "--s"
+        for ax, key in zip(axes, ("seconds", "coordinate_evaluations")):
+            ax.plot([r[key] for r in rows], [r["rmse"] for r in rows], style, label=method)
+    for ax, label in zip(axes, ("seconds per estimate", "coordinate evaluations per estimate")):
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel(label)
+        ax.set_ylabel("RMSE of log Z")
+    axes[0].set_title("RBM on digits (64 visible, {} hidden)".format(results["settings"]["hidden"]))
+    axes[1].set_title("exact log Z = {:.3f}".format(results["exact_log_z"]))
+    axes[0].legend()
+    fig.savefig(path, dpi=110)
+    print("wrote {}".format(path))
+
+
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    common_arguments(parser)
+    parser.add_argument("--methods", nargs="+", choices=METHODS, help="estimators to run")
+    parser.add_argument("--hidden", type=int, default=20, help="hidden units (exact: <= 24)")
+    parser.add_argument("--epochs", type=int, help="RBM training passes (default 100; quick 20)")
+    parser.add_argument("--lr", type=float, default=1e-2, help="RBM training learning rate")
+    parser.add_argument("--ais-steps", type=int, nargs="+", help="AIS temperatures T")
+    parser.add_argument("--ais-particles", type=int, default=100, help="AIS particles")
+    parser.add_argument("--arm-particles", type=int, nargs="+", help="ARM particles R")
+    parser.add_argument("--block-particles", type=int, nargs="+", help="ARM-block particles R")
+    parser.add_argument("--i-max", type=int, default=10, help="ARM generate iterations")
+    parser.add_argument("--reseed-steps", type=int, default=200, help="ARM-reseed burn-in")
+    parser.add_argument("--repeats", type=int, help="estimates per budget (default 5; quick 2)")
+    args = parser.parse_args(argv)
+    quick = args.quick
+    defaults = {
+        "methods": ["ais-gwg", "arm-gwg", "arm-reseed-block"] if quick else list(METHODS),
+        "epochs": 20 if quick else 100,
+        "ais_steps": [100, 300] if quick else [100, 300, 1000, 3000],
+        "arm_particles": [25, 50] if quick else [50, 100, 200, 400],
+        "block_particles": [50, 200] if quick else [100, 400, 1600],
+        "repeats": 2 if quick else 5,
+    }
+    fill_defaults(args, "estimators_rbm", defaults)
+    return args
+
+
+def main(argv: Optional[List[str]] = None) -> Dict[str, object]:
+    args = parse_args(argv)
+    results = run_benchmark(args)
+    write_json(results, args.output)
+    plot(results, args.output.with_suffix(".png"))
+    print_table(results)
+    return results
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,641 @@
+r"""Effective samples per second: GWG against compiled Gibbs in NumPyro and PyMC.
+
+What is measured
+----------------
+The same targets, written once per library:
+
+* the periodic ``L x L`` lattice Ising model, :math:`f(x) = \theta \sum_{\langle ij \rangle}
+  s_i s_j` with :math:`s = 2x - 1`, for ``L`` in {10, 40} and :math:`\theta` in
+  {0.2, 0.4, 0.5} (:func:`pyro_gwg.models.lattice_ising`);
+* a random RBM with 784 visible and 500 hidden units, the hidden units summed out
+  (:func:`pyro_gwg.models.rbm` with :func:`pyro_gwg.models.random_rbm`, seed 0);
+
+sampled by
+
+* ``gwg``: :class:`pyro_gwg.GWG` (default settings, ``num_flips`` per target below) on
+  ``C`` vectorised chains, driven as :class:`pyro_gwg.MCMC` drives it: compiled calls of
+  ``STEPS_PER_CALL`` transitions (:meth:`~pyro_gwg.DiscreteKernel.advance`), compiled
+  by TorchInductor, which ``jit_compile="auto"`` picks for runs of this size;
+* ``numpyro``: ``DiscreteHMCGibbs(NUTS(model), modified=True)`` (one sweep of Metropolised
+  Gibbs updates over all sites in random order per draw), its ``sample`` vmapped over the
+  ``C`` chains and scanned under one ``jax.jit``, as ``numpyro.infer.MCMC(...,
+  chain_method=jax.vmap)`` runs it, but compiled once rather than at every run;
+* ``pymc``: ``pymc.BinaryGibbsMetropolis`` (a sweep of single-site Metropolis updates per
+  draw), its ``step`` called in a loop. PyMC runs chains one per process, so on a
+  machine of ``P`` cores its throughput does not grow with the chain count beyond
+  ``P``; it is measured once per target with ``--pymc-chains`` chains run one after the
+  other in one process, and its ESS per second stands for every chain count.
+
+Each sampler runs in its own process (``--threads`` threads; default 1 for every library),
+in the order gwg, numpyro, pymc for each setting, so that load on a shared machine hits
+all three alike. In each process: build and compile (the first call, timed apart as
+``compile_s``), burn-in for ``--burn-in`` seconds, then sampling in blocks for
+``--budget`` seconds. The draws of the timed phase (thinned only when they would not fit
+in memory) go back to the driver, which computes for every sampler alike the ESS of the
+Hamming distance to one fixed reference state with exactly ``D / 2`` ones
+(:func:`pyro_gwg.diagnostics.hamming_ess`, per chain, summed over chains), and reports it
+per second, per step (transition, sweep or draw) and per 1000 model evaluations (GWG:
+one forward and backward pass per step; NumPyro: ``D`` potential evaluations per sweep;
+PyMC: ``1 + 0.8 D`` expected log-density evaluations per draw).
+
+Run from the repository root (needs the ``bench`` extra: ``pip install -e .[bench]``)::
+
+    python benchmarks/peers.py            # full settings (about 15-20 minutes)
+    python benchmarks/peers.py --quick    # L = 10, theta = 0.4, the RBM, 16 chains
+
+Results go to ``benchmarks/results/peers.json`` and ``peers.png``, and the table to the
+section "Peers (issue 8)" of ``benchmarks/RESULTS.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+SAMPLERS = ("gwg", "numpyro", "pymc")
+#: GWG coordinates drawn per proposal: about sqrt(D) / 2.5 (acceptance 0.6-0.9)
+NUM_FLIPS = {10: 4, 40: 16, "rbm": 12}
+#: PyMC: probability of proposing a flip at each site of a sweep (its default)
+PYMC_TRANSIT_P = 0.8
+MAX_STORED_BYTES = 1 << 28
+SECTION = "## Peers (issue 8)"
+
+
+# ----------------------------------------------------------------------------- targets
+def targets(quick: bool) -> List[Dict[str, object]]:
+    if quick:
+        return [{"kind": "ising", "size": 10, "theta": 0.4}, {"kind": "rbm"}]
+    ising = [
+        {"kind": "ising", "size": size, "theta": theta}
+        for size in (10, 40)
+        for theta in (0.2, 0.4, 0.5)
+    ]
+    return ising + [{"kind": "rbm"}]
+
+
+def target_name(target: Dict[str, object]) -> str:
+    if target["kind"] == "rbm":
+        return "RBM 784x500"
+    return "Ising L={} theta={}".format(target["size"], target["theta"])
+
+
+def num_coords(target: Dict[str, object]) -> int:
+    return 784 if target["kind"] == "rbm" else int(target["size"]) ** 2
+
+
+def rbm_arrays(path: Path) -> Dict[str, np.ndarray]:
+    """The RBM's parameters (``pyro_gwg.models.random_rbm(784, 500, seed=0)``), saved
+    once by the driver so that the NumPyro and PyMC processes need no torch."""
+    if not path.exists():
+        from pyro_gwg.models import random_rbm
+
+        params = random_rbm(784, 500, seed=0)
+        np.savez(path, **{k: v.numpy() for k, v in params._asdict().items()})
+    with np.load(path) as data:
+        return {k: data[k] for k in data.files}
+
+
+# ----------------------------------------------------------------------------- workers
+class Blocks:
+    """Compile, burn in, then time blocks of draws until the budget is spent; keeps the
+    timed draws as int8 ``[C, T, D]`` (thinned so that they fit in memory)."""
+
+    def __init__(self, spec: Dict[str, object]) -> None:
+        self.spec = spec
+
+    def run(self, first_block, next_block) -> Dict[str, object]:
+        """``first_block()`` builds and compiles, ``next_block()`` runs one block; both
+        return ``(codes int8 [C, n, D], steps)``."""
+        start = time.perf_counter()
+        first_block()
+        first = time.perf_counter() - start
+        burn_start = time.perf_counter()
+        burn_blocks = 0
+        while time.perf_counter() - burn_start < self.spec["burn_in_s"] or burn_blocks < 1:
+            next_block()
+            burn_blocks += 1
+        block_s = (time.perf_counter() - burn_start) / burn_blocks
+        kept, steps, blocks, thin = [], 0, 0, None
+        timed_start = time.perf_counter()
+        while time.perf_counter() - timed_start < self.spec["budget_s"] or blocks < 2:
+            codes, n = next_block()
+            if thin is None:  # thin so that the expected number of draws fits in memory
+                expected = n * self.spec["budget_s"] / block_s
+                row = codes.shape[0] * codes.shape[2]
+                thin = max(1, math.ceil(expected * row / MAX_STORED_BYTES))
+            kept.append(codes[:, (-steps) % thin :: thin])
+            steps += n
+            blocks += 1
+        seconds = time.perf_counter() - timed_start
+        path = Path(self.spec["draws_path"])
+        np.save(path, np.concatenate(kept, axis=1))
+        return {
+            "compile_s": max(first - block_s, 0.0),
+            "sampling_s": seconds,
+            "steps": steps,
+            "thinning": thin,
+        }
+
+
+def run_gwg(spec: Dict[str, object]) -> Dict[str, object]:
+    import pyro
+    import torch
+
+    from pyro_gwg import GWG
+    from pyro_gwg.mcmc import STEPS_PER_CALL
+    from pyro_gwg.models import lattice_ising, rbm
+
+    torch.set_num_threads(spec["threads"])
+    pyro.set_rng_seed(spec["seed"])
+    target = spec["target"]
+    if target["kind"] == "rbm":
+        arrays = rbm_arrays(Path(spec["rbm_path"]))
+        names = ("weights", "visible_bias", "hidden_bias")
+        model, args, kwargs = rbm, [torch.from_numpy(arrays[k]) for k in names], {}
+        flips = NUM_FLIPS["rbm"]
+    else:
+        model, args = lattice_ising, ()
+        kwargs = {"size": target["size"], "coupling": target["theta"]}
+        flips = NUM_FLIPS[target["size"]]
+    kernel = GWG(model, num_flips=flips)
+    kernel.vectorized_chains = spec["chains"]
+    accepted = []
+
+    def block():
+        info, codes, _ = kernel.advance(STEPS_PER_CALL, torch.int8, "inductor")
+        accepted.append(info.accepted.float().mean())
+        return codes.numpy(), STEPS_PER_CALL
+
+    def first():
+        kernel.setup(0, *args, **kwargs)
+        return block()
+
+    out = Blocks(spec).run(first, block)
+    out["accept_rate"] = float(torch.stack(accepted).mean())
+    out["evals_per_step"] = 1.0
+    out["settings"] = {"num_flips": flips, "temperature": kernel.temperature}
+    return out
+
+
+def run_numpyro(spec: Dict[str, object]) -> Dict[str, object]:
+    import jax
+    import jax.numpy as jnp
+    import numpyro
+    import numpyro.distributions as dist
+    from jax import lax
+    from numpyro.infer import NUTS, DiscreteHMCGibbs
+
+    target = spec["target"]
+    if target["kind"] == "rbm":
+        arrays = {k: jnp.asarray(v) for k, v in rbm_arrays(Path(spec["rbm_path"])).items()}
+        site = "v"
+
+        def model():
+            with numpyro.plate("visible", 784):
+                v = numpyro.sample("v", dist.Bernoulli(logits=arrays["visible_bias"]))
+            hidden = v @ arrays["weights"].T + arrays["hidden_bias"]
+            numpyro.factor("hidden_units", jax.nn.softplus(hidden).sum(-1))
+
+    else:
+        size, theta, site = target["size"], target["theta"], "x"
+
+        def model():
+            with numpyro.plate("rows", size, dim=-2), numpyro.plate("cols", size, dim=-1):
+                x = numpyro.sample("x", dist.Bernoulli(0.5))
+            s = 2 * x - 1
+            bonds = s * (jnp.roll(s, -1, -1) + jnp.roll(s, -1, -2))
+            numpyro.factor("coupling", theta * bonds.sum((-2, -1)))
+
+    kernel = DiscreteHMCGibbs(NUTS(model), modified=True)
+    chains, block_size = spec["chains"], spec["numpyro_block"]
+
+    def chain_block(state):
+        def body(state, _):
+            state = kernel.sample(state, (), {})
+            return state, state.z[site].astype(jnp.int8).reshape(-1)
+
+        return lax.scan(body, state, None, length=block_size)
+
+    run_block = jax.jit(jax.vmap(chain_block))
+    holder = {}
+
+    def block():
+        holder["state"], codes = run_block(holder["state"])
+        return np.asarray(codes), block_size
+
+    def first():
+        keys = jax.random.split(jax.random.PRNGKey(spec["seed"]), chains)
+        holder["state"] = jax.vmap(lambda key: kernel.init(key, 0, None, (), {}))(keys)
+        return block()
+
+    out = Blocks(spec).run(first, block)
+    out["evals_per_step"] = float(num_coords(target))
+    out["settings"] = {"block_sweeps": block_size}
+    return out
+
+
+def run_pymc(spec: Dict[str, object]) -> Dict[str, object]:
+    import pymc as pm
+    import pytensor.tensor as pt
+
+    target = spec["target"]
+    with pm.Model() as model:
+        if target["kind"] == "rbm":
+            arrays = rbm_arrays(Path(spec["rbm_path"]))
+            x = pm.Bernoulli("v", logit_p=arrays["visible_bias"], shape=784)
+            hidden = pt.dot(arrays["weights"], x) + arrays["hidden_bias"]
+            pm.Potential("hidden_units", pm.math.log1pexp(hidden).sum())
+        else:
+            size, theta = target["size"], target["theta"]
+            x = pm.Bernoulli("x", 0.5, shape=(size, size))
+            s = 2 * x - 1
+            bonds = s * (pt.roll(s, -1, axis=1) + pt.roll(s, -1, axis=0))
+            pm.Potential("coupling", theta * bonds.sum())
+    rng = np.random.default_rng(spec["seed"])
+    name = x.name
+    shape = (784,) if target["kind"] == "rbm" else (target["size"],) * 2
+    draws_per_chain = spec["pymc_block"]
+    holder = {}
+
+    def new_chain():
+        holder["point"] = {name: rng.integers(0, 2, size=shape).astype("int64")}
+
+    def block():
+        rows = []
+        for _ in range(draws_per_chain):
+            holder["point"], _ = holder["step"].step(holder["point"])
+            rows.append(holder["point"][name].reshape(-1).astype(np.int8))
+        return np.stack(rows)[None], draws_per_chain
+
+    def first():
+        with model:
+            holder["step"] = pm.BinaryGibbsMetropolis([x], transit_p=PYMC_TRANSIT_P, rng=rng)
+        new_chain()
+        return block()
+
+    # the chains run one after the other, each for an equal share of the budget
+    chains, results, draws = spec["pymc_chains"], [], []
+    share = dict(spec, budget_s=spec["budget_s"] / chains, burn_in_s=spec["burn_in_s"] / chains)
+    for c in range(chains):
+        if c > 0:
+            new_chain()
+        results.append(Blocks(share).run(first if c == 0 else block, block))
+        draws.append(np.load(spec["draws_path"]))
+    length = min(d.shape[1] for d in draws)
+    np.save(spec["draws_path"], np.concatenate([d[:, :length] for d in draws]))
+    return {
+        "compile_s": results[0]["compile_s"],
+        "sampling_s": sum(r["sampling_s"] for r in results),
+        "steps": sum(r["steps"] for r in results) / chains,
+        "thinning": max(r["thinning"] for r in results),
+        "evals_per_step": 1 + PYMC_TRANSIT_P * num_coords(target),
+        "settings": {"transit_p": PYMC_TRANSIT_P, "chains_run": chains},
+    }
+
+
+WORKERS = {"gwg": run_gwg, "numpyro": run_numpyro, "pymc": run_pymc}
+
+
+def worker_main(spec_json: str) -> None:
+    spec = json.loads(spec_json)
+    out = WORKERS[spec["sampler"]](spec)
+    print("RESULT " + json.dumps(out), flush=True)
+
+
+# ----------------------------------------------------------------------------- driver
+def thread_env(threads: int) -> Dict[str, str]:
+    env = dict(os.environ)
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        env[name] = str(threads)
+    env["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen={} intra_op_parallelism_threads={}".format(
+        "true" if threads > 1 else "false", threads
+    )
+    env["JAX_PLATFORMS"] = "cpu"
+    return env
+
+
+def run_worker(spec: Dict[str, object], threads: int, timeout: float) -> Dict[str, object]:
+    command = [sys.executable, __file__, "--worker", json.dumps(spec)]
+    start = time.perf_counter()
+    proc = subprocess.run(
+        command, capture_output=True, text=True, env=thread_env(threads), timeout=timeout
+    )
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(
+            "{} worker failed on {}:\n{}".format(
+                spec["sampler"], target_name(spec["target"]), proc.stderr[-3000:]
+            )
+        )
+    out = json.loads(lines[-1][len("RESULT ") :])
+    out["process_s"] = time.perf_counter() - start
+    return out
+
+
+def measure(spec: Dict[str, object], out: Dict[str, object]) -> Dict[str, object]:
+    """ESS of the Hamming statistic of the saved draws, per second, step and evaluation."""
+    import torch
+
+    from pyro_gwg.diagnostics import hamming_ess, reference_state
+
+    codes = torch.from_numpy(np.load(spec["draws_path"])).long()
+    os.remove(spec["draws_path"])
+    reference = reference_state(codes.shape[-1], seed=spec["seed"])
+    assert int(reference.sum()) == codes.shape[-1] // 2
+    ess = hamming_ess(codes, reference)
+    chains = codes.shape[0]
+    total = float(ess.sum())
+    out.update(
+        chains_measured=chains,
+        draws_per_chain=codes.shape[1],
+        ess=total,
+        ess_per_s=total / out["sampling_s"],
+        ess_per_step=total / (chains * out["steps"]),
+        ess_per_1k_evals=1000 * total / (chains * out["steps"] * out["evals_per_step"]),
+        steps_per_s=out["steps"] * chains / out["sampling_s"],
+    )
+    return out
+
+
+def run(args: argparse.Namespace) -> Dict[str, object]:
+    import pyro
+    import torch
+
+    results: Dict[str, object] = {
+        "benchmark": "peers",
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": " ".join(["python"] + sys.argv),
+        "machine": {
+            "platform": platform.platform(),
+            "cpu_count": os.cpu_count(),
+            "load_average_at_start": os.getloadavg(),
+            "torch": torch.__version__,
+            "pyro": pyro.__version__,
+            "versions": _versions(),
+            "threads_per_process": args.threads,
+        },
+        "settings": {
+            "budget_s": args.budget,
+            "burn_in_s": args.burn_in,
+            "chains": args.chains,
+            "pymc_chains": args.pymc_chains,
+            "num_flips": {str(k): v for k, v in NUM_FLIPS.items()},
+            "seed": args.seed,
+            "samplers": args.samplers,
+        },
+        "runs": [],
+    }
+    workdir = Path(tempfile.mkdtemp(prefix="peers_"))
+    rbm_path = workdir / "rbm.npz"
+    rbm_arrays(rbm_path)
+    for target in targets(args.quick):
+        for chains in args.chains:
+            for sampler in args.samplers:
+                if sampler == "pymc" and chains != args.chains[0]:
+                    continue  # chain-count independent: measured once per target
+                spec = {
+                    "sampler": sampler,
+                    "target": target,
+                    "chains": chains,
+                    "budget_s": args.budget,
+                    "burn_in_s": args.burn_in,
+                    "threads": args.threads,
+                    "seed": args.seed,
+                    "numpyro_block": 1 if target["kind"] == "rbm" or chains > 16 else 10,
+                    "pymc_block": 1,
+                    "pymc_chains": args.pymc_chains,
+                    "rbm_path": str(rbm_path),
+                    "draws_path": str(workdir / "draws.npy"),
+                }
+                out = measure(spec, run_worker(spec, args.threads, args.timeout))
+                out.update(sampler=sampler, target=target_name(target), chains=chains)
+                results["runs"].append(out)
+                print(
+                    "{:<22} C={:<4} {:<8} ESS/s {:>10.1f}  ESS/1k evals {:>7.2f}  "
+                    "compile {:>5.1f} s  steps/s {:>9.0f}".format(
+                        target_name(target),
+                        chains,
+                        sampler,
+                        out["ess_per_s"],
+                        out["ess_per_1k_evals"],
+                        out["compile_s"],
+                        out["steps_per_s"],
+                    ),
+                    flush=True,
+                )
+    os.remove(rbm_path)
+    os.rmdir(workdir)
+    results["targets"] = check_targets(results["runs"], args.chains)
+    return results
+
+
+def _versions() -> Dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for name in ("numpyro", "jax", "jaxlib", "pymc", "pytensor"):
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def _lookup(runs, sampler: str, target: str, chains: int) -> Optional[Dict[str, object]]:
+    for run in runs:
+        same_chains = sampler == "pymc" or run["chains"] == chains
+        if run["sampler"] == sampler and run["target"] == target and same_chains:
+            return run
+    return None
+
+
+def check_targets(runs, chain_counts) -> List[Dict[str, object]]:
+    """The issue's targets: GWG ESS/s >= NumPyro's at theta >= 0.4, >= 5x NumPyro on the
+    RBM, >= 10x PyMC everywhere (equal chain counts)."""
+    checks = []
+    for target in sorted({r["target"] for r in runs}):
+        for chains in chain_counts:
+            gwg = _lookup(runs, "gwg", target, chains)
+            if gwg is None:
+                continue
+            theta = float(target.split("theta=")[1]) if "theta=" in target else None
+            wanted = [("pymc", 10.0)]
+            if target.startswith("RBM"):
+                wanted.append(("numpyro", 5.0))
+            elif theta >= 0.4:
+                wanted.append(("numpyro", 1.0))
+            for peer, factor in wanted:
+                other = _lookup(runs, peer, target, chains)
+                if other is None:
+                    continue
+                ratio = gwg["ess_per_s"] / max(other["ess_per_s"], 1e-12)
+                checks.append(
+                    {
+                        "target": target,
+                        "chains": chains,
+                        "against": peer,
+                        "required_ratio": factor,
+                        "ratio": ratio,
+                        "met": ratio >= factor,
+                    }
+                )
+    return checks
+
+
+# ----------------------------------------------------------------------------- output
+def plot(results: Dict[str, object], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = results["runs"]
+    names = list(dict.fromkeys(r["target"] for r in runs))
+    chain_counts = results["settings"]["chains"]
+    fig, axes = plt.subplots(1, len(chain_counts), figsize=(6 * len(chain_counts), 4.5))
+    axes = np.atleast_1d(axes)
+    width = 0.27
+    for ax, chains in zip(axes, chain_counts):
+        for i, sampler in enumerate(results["settings"]["samplers"]):
+            values = []
+            for name in names:
+                run = _lookup(runs, sampler, name, chains)
+                values.append(run["ess_per_s"] if run else np.nan)
+            ax.bar(np.arange(len(names)) + (i - 1) * width, values, width, label=sampler)
+        ax.set_yscale("log")
+        ax.set_xticks(np.arange(len(names)))
+        ax.set_xticklabels([n.replace(" theta", "\ntheta") for n in names], fontsize=7)
+        ax.set_ylabel("ESS / s (Hamming statistic, all chains)")
+        ax.set_title("{} chains".format(chains))
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def table(results: Dict[str, object]) -> str:
+    runs = results["runs"]
+    settings = results["settings"]
+    lines = [
+        SECTION,
+        "",
+        "`{}` — each sampler in its own process, {} thread(s) each; {} s of burn-in, "
+        "then {} s of timed sampling per setting; GWG `num_flips` {} (L = 10, L = 40, "
+        "RBM); PyMC measured with {} chains run one after the other (its ESS/s does "
+        "not depend on the chain count). ESS of the Hamming distance to one reference "
+        "state with exactly D/2 ones, summed over chains. Load average at the start: "
+        "{}.".format(
+            results["command"],
+            results["machine"]["threads_per_process"],
+            settings["burn_in_s"],
+            settings["budget_s"],
+            ", ".join(str(v) for v in NUM_FLIPS.values()),
+            settings["pymc_chains"],
+            ", ".join("{:.1f}".format(v) for v in results["machine"]["load_average_at_start"]),
+        ),
+        "",
+        "| target | chains | sampler | ESS / s | ESS / step / chain | ESS / 1k evals | "
+        "steps / s (all chains) | compile s | acceptance |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for run in runs:
+        lines.append(
+            "| {} | {} | {} | {:,.1f} | {:.4f} | {:.2f} | {:,.0f} | {:.1f} | {} |".format(
+                run["target"],
+                run["chains"] if run["sampler"] != "pymc" else "any",
+                run["sampler"],
+                run["ess_per_s"],
+                run["ess_per_step"],
+                run["ess_per_1k_evals"],
+                run["steps_per_s"],
+                run["compile_s"],
+                "{:.2f}".format(run["accept_rate"]) if "accept_rate" in run else "-",
+            )
+        )
+    lines += ["", "Targets (GWG ESS/s over the peer's, equal chain counts):", ""]
+    lines += [
+        "| target | chains | against | required | ratio | met |",
+        "|---|---:|---|---:|---:|---|",
+    ]
+    for check in results["targets"]:
+        lines.append(
+            "| {} | {} | {} | {:g}x | {:.2f}x | {} |".format(
+                check["target"],
+                check["chains"],
+                check["against"],
+                check["required_ratio"],
+                check["ratio"],
+                "yes" if check["met"] else "**no**",
+            )
+        )
+    return "\n".join(lines) + "\n"
+
+
+def write_section(path: Path, section: str) -> None:
+    """Replace (or append) this benchmark's section of RESULTS.md, keeping the others."""
+    text = path.read_text() if path.exists() else "# Benchmark results\n"
+    start = text.find(SECTION)
+    if start >= 0:
+        end = text.find("\n## ", start + len(SECTION))
+        text = text[:start] + section + (text[end + 1 :] if end >= 0 else "")
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    path.write_text(text)
+
+
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="two targets, 16 chains, short")
+    parser.add_argument("--samplers", nargs="+", default=list(SAMPLERS), choices=SAMPLERS)
+    parser.add_argument("--chains", type=int, nargs="+", default=None)
+    parser.add_argument("--budget", type=float, default=None, help="timed seconds per run")
+    parser.add_argument("--burn-in", type=float, default=None, help="burn-in seconds per run")
+    parser.add_argument("--pymc-chains", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1, help="threads per sampler process")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--timeout", type=float, default=600, help="seconds per process")
+    parser.add_argument("--output", type=Path, default=HERE / "results" / "peers.json")
+    parser.add_argument("--results-md", type=Path, default=HERE / "RESULTS.md")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.chains is None:
+        args.chains = [16] if args.quick else [16, 256]
+    if args.budget is None:
+        args.budget = 3.0 if args.quick else 10.0
+    if args.burn_in is None:
+        args.burn_in = 1.0 if args.quick else 3.0
+    return args
+
+
+def main(argv: Optional[List[str]] = None) -> Optional[Dict[str, object]]:
+    args = parse_args(argv)
+    if args.worker:
+        worker_main(args.worker)
+        return None
+    results = run(args)
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(results, indent=2) + "\n")
+    plot(results, args.output.with_suffix(".png"))
+    section = table(results)
+    if not args.quick:
+        write_section(args.results_md, section)
+    print(section)
+    print("wrote {}".format(args.output))
+    return results
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,153 @@
+"""Compiled transitions: agreement with eager ones, exactness, fallbacks, and the runner's
+bookkeeping of multi-step calls."""
+
+import pyro
+import pyro.distributions as dist
+import pytest
+import torch
+import torch._inductor.config as inductor_config
+from exactness import assert_exact
+from pyro.infer import NUTS
+from small_models import SUITE
+
+import pyro_gwg.compilation as compilation
+from pyro_gwg import GWG, MCMC, MixedGibbs, UnsupportedModelError, exact_posterior
+from pyro_gwg.compilation import CompilationWarning
+
+pytestmark = pytest.mark.filterwarnings("ignore:Categorical site")
+
+
+def _setup(name, num_chains, **kwargs):
+    model, args = SUITE[name]
+    kernel = GWG(model, **kwargs)
+    kernel.vectorized_chains = num_chains
+    kernel.setup(0, *args)
+    return kernel
+
+
+@pytest.mark.parametrize("name", ["coupled_binary_field", "mixed_kinds"])
+def test_inductor_transitions_equal_eager_ones(name, monkeypatch):
+    # with the eager random number generator inside the compiled graph, a compiled run
+    # of transitions draws the same moves as the eager run from the same state
+    monkeypatch.setattr(inductor_config, "fallback_random", True)
+    pyro.set_rng_seed(0)
+    kernel = _setup(name, 6, num_flips=2)
+    start = kernel.state
+    kernel.advance(4, torch.int8, "inductor")  # compiles
+    runs = []
+    for backend in ("inductor", None):
+        kernel._state = start
+        pyro.set_rng_seed(1)
+        runs.append(kernel.advance(4, torch.int8, backend))
+    (info_c, codes_c, log_joint_c), (info_e, codes_e, log_joint_e) = runs
+    assert codes_c.dtype == torch.int8 and codes_c.shape == (6, 4, kernel.energy.num_coords)
+    assert torch.equal(codes_c, codes_e)
+    assert torch.allclose(log_joint_c, log_joint_e, atol=1e-5)
+    assert torch.equal(info_c.accepted, info_e.accepted)
+    assert torch.allclose(info_c.accept_prob, info_e.accept_prob, atol=1e-5)
+
+
+def test_inductor_chains_match_the_exact_posterior():
+    model, args = SUITE["mixed_kinds"]
+    pyro.set_rng_seed(0)
+    mcmc = MCMC(
+        GWG(model, num_flips=2, jit_compile="inductor"),
+        num_samples=1500,
+        warmup_steps=100,
+        num_chains=32,
+        disable_progbar=True,
+    )
+    mcmc.run(*args)
+    post = exact_posterior(model, *args)
+    samples = mcmc.get_samples(group_by_chain=True)
+    flat = {k: v.flatten(0, 1) for k, v in samples.items()}
+    codes = post.energy.codes_from_values(flat).reshape(32, 1500, -1)
+    assert_exact(codes, post)
+
+
+def _failing(*args, **kwargs):
+    raise RuntimeError("no compiler here")
+
+
+def test_a_failing_compiler_hands_over_to_the_next_with_a_warning(monkeypatch):
+    monkeypatch.setitem(compilation._COMPILERS, "inductor", _failing)
+    kernel = _setup("coupled_binary_field", 4)
+    with pytest.warns(CompilationWarning, match="inductor failed.*using trace instead"):
+        kernel.advance(3, torch.int8, "inductor")
+    monkeypatch.setitem(compilation._COMPILERS, "trace", _failing)
+    kernel = _setup("coupled_binary_field", 4, jit_compile=True)
+    with pytest.warns(CompilationWarning, match="trace failed.*running it eagerly"):
+        info, codes, _ = kernel.advance(3, torch.int8)
+    assert codes.shape == (4, 3, 5) and info.accepted.shape == (4, 3)
+
+
+def test_every_compiler_failing_still_samples_exactly(monkeypatch):
+    for name in compilation.BACKENDS:
+        monkeypatch.setitem(compilation._COMPILERS, name, _failing)
+    model, args = SUITE["coupled_binary_field"]
+    pyro.set_rng_seed(0)
+    mcmc = MCMC(GWG(model), num_samples=1500, warmup_steps=100, num_chains=32, disable_progbar=True)
+    with pytest.warns(CompilationWarning, match="running it eagerly"):
+        mcmc.run(*args)
+    post = exact_posterior(model, *args)
+    assert_exact(mcmc.get_samples(group_by_chain=True)["x"].long(), post)
+
+
+def _value_dependent_model():
+    x = pyro.sample("x", dist.Bernoulli(0.5).expand([3]).to_event(1))
+    if x.sum() > 1:  # Python control flow on a latent value: tracing cannot follow it
+        pyro.factor("branch", torch.tensor(2.0))
+
+
+def test_auto_mode_runs_a_value_dependent_model_eagerly():
+    kernel = GWG(_value_dependent_model)
+    with pytest.warns(CompilationWarning, match="eagerly"):
+        kernel.setup(0)
+    assert kernel.energy.jit_compile is False
+    with pytest.raises(UnsupportedModelError, match="jit_compile=False"):
+        GWG(_value_dependent_model, jit_compile=True).setup(0)
+
+
+def test_runs_in_whole_calls_keep_the_same_draws_as_single_steps():
+    # eagerly, a call of several transitions draws the same random numbers as single
+    # steps: the buffers, thinning and remainders of the runner must not change a draw
+    model, args = SUITE["nested_plates"]
+    runs = []
+    for hook in (None, lambda kernel, params, stage, i: None):  # a hook forces single steps
+        pyro.set_rng_seed(5)
+        mcmc = MCMC(
+            GWG(model, jit_compile=False),
+            num_samples=29,
+            warmup_steps=11,
+            num_chains=3,
+            thinning=3,
+            hook_fn=hook,
+            disable_progbar=True,
+        )
+        mcmc.run(*args)
+        runs.append((mcmc.get_samples(group_by_chain=True), mcmc.get_statistics()))
+    (samples, stats), (samples_1, stats_1) = runs
+    assert samples["x"].shape == (3, 9, 2, 3)
+    assert torch.equal(samples["x"], samples_1["x"])
+    for name in stats:
+        assert torch.equal(stats[name], stats_1[name])
+
+
+def test_bad_jit_compile_values_are_refused():
+    model, _ = SUITE["coupled_binary_field"]
+    with pytest.raises(ValueError, match="jit_compile must be one of"):
+        GWG(model, jit_compile="fast")
+    with pytest.raises(ValueError, match="backend must be one of"):
+        compilation.compile_function(lambda x: (x,), (torch.zeros(1),), "xla")
+
+
+def test_mixed_gibbs_runs_its_discrete_kernel_eagerly():
+    def model():
+        mu = pyro.sample("mu", dist.Normal(0.0, 1.0))
+        pyro.sample("z", dist.Bernoulli(logits=mu))
+
+    kernel = GWG()
+    MixedGibbs(NUTS(model), kernel)
+    assert kernel.jit_compile is False
+    with pytest.raises(UnsupportedModelError, match="jit_compile=False"):
+        MixedGibbs(NUTS(model), GWG(jit_compile="inductor"))
