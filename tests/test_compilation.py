@@ -26,10 +26,14 @@ def _setup(name, num_chains, **kwargs):
 
 
 @pytest.mark.parametrize("name", ["coupled_binary_field", "mixed_kinds"])
-def test_inductor_transitions_equal_eager_ones(name, monkeypatch):
+def test_inductor_transitions_equal_eager_ones(name):
     # with the eager random number generator inside the compiled graph, a compiled run
     # of transitions draws the same moves as the eager run from the same state
-    monkeypatch.setattr(inductor_config, "fallback_random", True)
+    with inductor_config.patch(fallback_random=True):
+        _compare_inductor_and_eager(name)
+
+
+def _compare_inductor_and_eager(name):
     pyro.set_rng_seed(0)
     kernel = _setup(name, 6, num_flips=2)
     start = kernel.state

@@ -197,7 +197,6 @@ def test_four_mode_tanh_proportions():
     assert_mode_proportions(sampler.sample(400).samples, FOUR_MODE_CENTRES, exact)
 
 
-@pytest.mark.slow
 def test_himmelblau_proportions():
     torch.manual_seed(4)
     exact = mode_probabilities(himmelblau, HIMMELBLAU_MODES, -7, 7, 1400)
