@@ -61,7 +61,7 @@ from sampling_common import (
     configure,
     fill_defaults,
     metadata,
-    write_json,
+    run_and_report,
 )
 
 from pyro_gwg import GWG, Gibbs
@@ -287,12 +287,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
 
 
 def main(argv: Optional[List[str]] = None) -> Dict[str, object]:
-    args = parse_args(argv)
-    results = run_benchmark(args)
-    write_json(results, args.output)
-    plot(results, args.output.with_suffix(".png"))
-    print_table(results)
-    return results
+    return run_and_report(parse_args(argv), run_benchmark, plot, print_table)
 
 
 if __name__ == "__main__":

@@ -165,8 +165,19 @@ def fill_defaults(args: argparse.Namespace, name: str, defaults: Dict[str, objec
         args.output = RESULTS / "{}{}.json".format(name, "_quick" if args.quick else "")
 
 
+def run_and_report(args: argparse.Namespace, run_benchmark, plot, print_table) -> Dict[str, object]:
+    """The common ``main`` of the benchmarks: run, write the JSON and the PNG next to it,
+    print the table."""
+    results = run_benchmark(args)
+    write_json(results, args.output)
+    plot(results, args.output.with_suffix(".png"))
+    print_table(results)
+    return results
+
+
 __all__ = [
     "RESULTS",
+    "run_and_report",
     "fill_defaults",
     "code_info",
     "common_arguments",
