@@ -12,10 +12,12 @@ The same targets, written once per library:
 
 sampled by
 
-* ``gwg``: :class:`pyro_gwg.GWG` (default settings, ``num_flips`` per target below) on
-  ``C`` vectorised chains, driven as :class:`pyro_gwg.MCMC` drives it: compiled calls of
-  ``STEPS_PER_CALL`` transitions (:meth:`~pyro_gwg.DiscreteKernel.advance`), compiled
-  by TorchInductor, which ``jit_compile="auto"`` picks for runs of this size;
+* ``gwg``: :class:`pyro_gwg.GWG` with ``num_flips="auto"`` (adapted toward acceptance
+  0.574 in :data:`GWG_WARMUP` warmup steps, then frozen; ``--num-flips`` fixes it) on
+  ``C`` vectorised chains, driven as :class:`pyro_gwg.MCMC` drives it: warmup steps one
+  at a time, then compiled calls of ``STEPS_PER_CALL`` transitions
+  (:meth:`~pyro_gwg.DiscreteKernel.advance`), compiled by TorchInductor, which
+  ``jit_compile="auto"`` picks for runs of this size;
 * ``numpyro``: ``DiscreteHMCGibbs(NUTS(model), modified=True)`` (one sweep of Metropolised
   Gibbs updates over all sites in random order per draw), its ``sample`` vmapped over the
   ``C`` chains and scanned under one ``jax.jit``, as ``numpyro.infer.MCMC(...,
@@ -29,7 +31,7 @@ sampled by
 Each sampler runs in its own process (``--threads`` threads; default 1 for every library),
 in the order gwg, numpyro, pymc for each setting, so that load on a shared machine hits
 all three alike. In each process: build and compile (the first call, timed apart as
-``compile_s``), burn-in for ``--burn-in`` seconds, then sampling in blocks for
+``compile_s``; for GWG it includes the warmup), burn-in for ``--burn-in`` seconds, then sampling in blocks for
 ``--budget`` seconds. The draws of the timed phase (thinned only when they would not fit
 in memory) go back to the driver, which computes for every sampler alike the ESS of the
 Hamming distance to one fixed reference state with exactly ``D / 2`` ones
@@ -66,8 +68,10 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 SAMPLERS = ("gwg", "numpyro", "pymc")
-#: GWG coordinates drawn per proposal: about sqrt(D) / 2.5 (acceptance 0.6-0.9)
-NUM_FLIPS = {10: 4, 40: 16, "rbm": 12}
+#: GWG ``num_flips`` per target (``--num-flips`` overrides): adapted during warmup
+NUM_FLIPS = {"10": "auto", "40": "auto", "rbm": "auto"}
+#: GWG warmup steps (they adapt ``num_flips``; untimed, reported with the compile time)
+GWG_WARMUP = 500
 #: PyMC: probability of proposing a flip at each site of a sweep (its default)
 PYMC_TRANSIT_P = 0.8
 MAX_STORED_BYTES = 1 << 28
@@ -90,6 +94,11 @@ def target_name(target: Dict[str, object]) -> str:
     if target["kind"] == "rbm":
         return "RBM 784x500"
     return "Ising L={} theta={}".format(target["size"], target["theta"])
+
+
+def flips_key(target: Dict[str, object]) -> str:
+    """The key of ``target`` in ``--num-flips``: the lattice side, or ``"rbm"``."""
+    return "rbm" if target["kind"] == "rbm" else str(target["size"])
 
 
 def num_coords(target: Dict[str, object]) -> int:
@@ -165,12 +174,10 @@ def run_gwg(spec: Dict[str, object]) -> Dict[str, object]:
         arrays = rbm_arrays(Path(spec["rbm_path"]))
         names = ("weights", "visible_bias", "hidden_bias")
         model, args, kwargs = rbm, [torch.from_numpy(arrays[k]) for k in names], {}
-        flips = NUM_FLIPS["rbm"]
     else:
         model, args = lattice_ising, ()
         kwargs = {"size": target["size"], "coupling": target["theta"]}
-        flips = NUM_FLIPS[target["size"]]
-    kernel = GWG(model, num_flips=flips)
+    kernel = GWG(model, num_flips=spec["num_flips"])
     kernel.vectorized_chains = spec["chains"]
     accepted = []
 
@@ -179,14 +186,21 @@ def run_gwg(spec: Dict[str, object]) -> Dict[str, object]:
         accepted.append(info.accepted.float().mean())
         return codes.numpy(), STEPS_PER_CALL
 
-    def first():
-        kernel.setup(0, *args, **kwargs)
+    def first():  # warmup (adapting num_flips="auto") as pyro_gwg.MCMC runs it, then compile
+        kernel.setup(spec["gwg_warmup"], *args, **kwargs)
+        for _ in range(spec["gwg_warmup"]):
+            kernel.transition()
         return block()
 
     out = Blocks(spec).run(first, block)
     out["accept_rate"] = float(torch.stack(accepted).mean())
     out["evals_per_step"] = 1.0
-    out["settings"] = {"num_flips": flips, "temperature": kernel.temperature}
+    out["settings"] = {
+        "num_flips": kernel.current_num_flips,
+        "num_flips_setting": spec["num_flips"],
+        "warmup_steps": spec["gwg_warmup"],
+        "temperature": kernel.temperature,
+    }
     return out
 
 
@@ -392,7 +406,8 @@ def run(args: argparse.Namespace) -> Dict[str, object]:
             "burn_in_s": args.burn_in,
             "chains": args.chains,
             "pymc_chains": args.pymc_chains,
-            "num_flips": {str(k): v for k, v in NUM_FLIPS.items()},
+            "num_flips": args.num_flips,
+            "gwg_warmup": GWG_WARMUP,
             "seed": args.seed,
             "samplers": args.samplers,
         },
@@ -417,6 +432,8 @@ def run(args: argparse.Namespace) -> Dict[str, object]:
                     "numpyro_block": 1 if target["kind"] == "rbm" or chains > 16 else 10,
                     "pymc_block": 1,
                     "pymc_chains": args.pymc_chains,
+                    "num_flips": args.num_flips[flips_key(target)],
+                    "gwg_warmup": GWG_WARMUP,
                     "rbm_path": str(rbm_path),
                     "draws_path": str(workdir / "draws.npy"),
                 }
@@ -534,7 +551,8 @@ def table(results: Dict[str, object]) -> str:
         "",
         "`{}` — each sampler in its own process, {} thread(s) each; {} s of burn-in, "
         "then {} s of timed sampling per setting; GWG `num_flips` {} (L = 10, L = 40, "
-        "RBM); PyMC measured with {} chains run one after the other (its ESS/s does "
+        "RBM; N in the table: the value in force; `compile s` of GWG includes its {} "
+        "warmup steps); PyMC measured with {} chains run one after the other (its ESS/s does "
         "not depend on the chain count). ESS of the Hamming distance to one reference "
         "state with exactly D/2 ones, summed over chains. Load average at the start: "
         "{}.".format(
@@ -542,7 +560,8 @@ def table(results: Dict[str, object]) -> str:
             results["machine"]["threads_per_process"],
             settings["burn_in_s"],
             settings["budget_s"],
-            ", ".join(str(v) for v in NUM_FLIPS.values()),
+            ", ".join(str(v) for v in settings["num_flips"].values()),
+            settings["gwg_warmup"],
             settings["pymc_chains"],
             ", ".join("{:.1f}".format(v) for v in results["machine"]["load_average_at_start"]),
         ),
@@ -556,7 +575,8 @@ def table(results: Dict[str, object]) -> str:
             "| {} | {} | {} | {:,.1f} | {:.4f} | {:.2f} | {:,.0f} | {:.1f} | {} |".format(
                 run["target"],
                 run["chains"] if run["sampler"] != "pymc" else "any",
-                run["sampler"],
+                run["sampler"]
+                + (" (N = {})".format(run["settings"]["num_flips"]) if run["sampler"] == "gwg" else ""),
                 run["ess_per_s"],
                 run["ess_per_step"],
                 run["ess_per_1k_evals"],
@@ -605,12 +625,31 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.add_argument("--burn-in", type=float, default=None, help="burn-in seconds per run")
     parser.add_argument("--pymc-chains", type=int, default=2)
     parser.add_argument("--threads", type=int, default=1, help="threads per sampler process")
+    parser.add_argument(
+        "--num-flips",
+        nargs="+",
+        default=[],
+        metavar="KEY=N",
+        help="GWG num_flips per target (N or auto), overriding the default auto: "
+        "10=N, 40=N, rbm=N",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=600, help="seconds per process")
     parser.add_argument("--output", type=Path, default=HERE / "results" / "peers.json")
     parser.add_argument("--results-md", type=Path, default=HERE / "RESULTS.md")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    flips = dict(NUM_FLIPS)
+    for item in args.num_flips:
+        key, _, value = item.partition("=")
+        if key not in flips or not (value.isdigit() or value == "auto"):
+            parser.error(
+                "--num-flips takes KEY=N or KEY=auto with KEY in {}, got {!r}".format(
+                    list(flips), item
+                )
+            )
+        flips[key] = value if value == "auto" else int(value)
+    args.num_flips = flips
     if args.chains is None:
         args.chains = [16] if args.quick else [16, 256]
     if args.budget is None:

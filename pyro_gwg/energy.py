@@ -327,7 +327,8 @@ class DiscreteEnergy:
                 block = F.pad(block, (0, width - site.grad_width))
             blocks.append(block)
         grad = torch.cat(blocks, dim=1) if len(blocks) > 1 else blocks[0]
-        return torch.nan_to_num(grad, nan=0.0, posinf=_LARGE, neginf=-_LARGE)
+        # nan_to_num, written so that compilers vectorise it (x == x is False for NaN)
+        return torch.where(grad == grad, grad.clamp(-_LARGE, _LARGE), 0.0)
 
     def _own_logits(self, trace, site: DiscreteSite, num_chains: int):
         logits = unwrap_distribution(trace.nodes[site.name]["fn"]).logits

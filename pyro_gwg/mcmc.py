@@ -186,7 +186,6 @@ class MCMC:
         total = self.warmup_steps + self.num_samples
         size = num_chains * total * layout.num_coords
         backend = "inductor" if size >= AUTO_INDUCTOR_MIN_SIZE else "trace"
-        adapts = type(kernel)._adapt is not DiscreteKernel._adapt
         progress = _Progress(tqdm(total=total, disable=self.disable_progbar), num_chains, total)
         phases = (
             ("Warmup", "warmup", False, self.warmup_steps),
@@ -196,7 +195,7 @@ class MCMC:
         for stage, phase, keep, end in phases:
             progress.start(stage + " " + label)
             while t < end:
-                if self.hook_fn is not None or (adapts and stage == "Warmup"):
+                if self.hook_fn is not None or (kernel.adapts and stage == "Warmup"):
                     info, codes, log_joint = _one_transition(kernel, draws.code_dtype)
                 else:  # whole calls compiled, the remainder of the phase eagerly
                     steps = min(STEPS_PER_CALL, end - t)

@@ -8,7 +8,9 @@ from pyro.infer import MCMC
 from small_models import BOUNDS, SUITE
 
 import pyro_gwg.proposals.gwg as gwg_math
+import pyro_gwg
 from pyro_gwg import GWG, exact_posterior
+from pyro_gwg.models import lattice_ising
 
 pytestmark = pytest.mark.filterwarnings("ignore:Categorical site")
 
@@ -20,7 +22,7 @@ def _exact(name):
     return exact_posterior(model, *args, bounds=BOUNDS.get(name))
 
 
-@pytest.mark.parametrize("num_flips", [1, 3])
+@pytest.mark.parametrize("num_flips", [1, 3, "auto"])
 @pytest.mark.parametrize("name", sorted(SUITE))
 def test_gwg_matches_exact_posterior(name, num_flips):
     model, args = SUITE[name]
@@ -184,9 +186,51 @@ def test_kernel_pickles_and_runs_chains_in_parallel(monkeypatch):
 
 def test_bad_arguments_are_refused():
     model, args = SUITE["coupled_binary_field"]
-    with pytest.raises(ValueError, match="num_flips"):
-        GWG(model, num_flips=0)
+    for bad in (0, 1.5, "many"):
+        with pytest.raises(ValueError, match="num_flips"):
+            GWG(model, num_flips=bad)
+    with pytest.raises(ValueError, match="target_accept_prob"):
+        GWG(model, num_flips="auto", target_accept_prob=1.0)
     with pytest.raises(ValueError, match="temperature"):
         GWG(model, temperature=0.0)
     with pytest.raises(ValueError, match="needs a model"):
         GWG().setup(0, *args)
+
+
+# ---------------------------------------------------------------- num_flips="auto"
+
+
+def _adapted(coupling, warmup_steps=300, **kw):
+    pyro.set_rng_seed(0)
+    kernel = GWG(lattice_ising, num_flips="auto", **kw)
+    mcmc = pyro_gwg.MCMC(
+        kernel, num_samples=200, warmup_steps=warmup_steps, num_chains=16, disable_progbar=True
+    )
+    mcmc.run(size=10, coupling=coupling)
+    return kernel, mcmc
+
+
+def test_auto_num_flips_reaches_the_target_acceptance():
+    weak, weak_run = _adapted(0.2)
+    strong, strong_run = _adapted(0.5)
+    # weaker coupling tolerates bigger moves
+    assert weak.adapted_num_flips > strong.adapted_num_flips >= 1
+    for run in (weak_run, strong_run):
+        rate = sum(run.diagnostics()["acceptance rate"].values()) / 16
+        assert abs(rate - 0.574) < 0.12
+    # another target moves the adapted number the expected way
+    cautious, _ = _adapted(0.2, target_accept_prob=0.9)
+    assert cautious.adapted_num_flips < weak.adapted_num_flips
+
+
+def test_auto_num_flips_starts_from_sqrt_d_and_adapts_in_pyro_mcmc():
+    kernel = GWG(lattice_ising, num_flips="auto")
+    kernel.setup(0, size=10, coupling=0.3)
+    assert kernel.current_num_flips == 4 and kernel.adapts  # sqrt(100) / 2.5
+    assert not GWG(lattice_ising, num_flips=3).adapts
+    pyro.set_rng_seed(0)
+    kernel = GWG(lattice_ising, num_flips="auto")
+    mcmc = MCMC(kernel, num_samples=20, warmup_steps=200, disable_progbar=True)
+    mcmc.run(size=10, coupling=0.2)
+    assert kernel.adapted_num_flips > 4
+    assert mcmc.get_samples()["x"].shape == (20, 10, 10)

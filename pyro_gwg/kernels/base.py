@@ -97,9 +97,20 @@ class DiscreteKernel(MCMCKernel):
     def _adapt(self, info: NamedTuple) -> None:
         """Warmup adaptation hook, called after every warmup step (default: none)."""
 
+    @property
+    def adapts(self) -> bool:
+        """Whether warmup steps adapt the kernel; runners then take them one at a time
+        (through :meth:`transition`) rather than in compiled chunks."""
+        return type(self)._adapt is not DiscreteKernel._adapt
+
+    def _compile_key(self) -> tuple:
+        """Settings baked into a compiled transition (for example a number of draws that
+        fixes a tensor shape); a change compiles the transition anew (default: none)."""
+        return ()
+
     # --------------------------------------------------------------- Pyro interface
     def _reset(self) -> None:
-        self._step_fn = None
+        self._step_fns: Dict[tuple, Callable] = {}
         self._chunk_fns: Dict[tuple, Callable] = {}
         self._compiled_mode = self.jit_compile
         self._t = 0
@@ -176,10 +187,11 @@ class DiscreteKernel(MCMCKernel):
         :returns: ``(info, values)``: the step's per-chain statistics and the new
             state's model values (floats, in site order).
         """
-        if self._step_fn is None:
+        key = self._compile_key()
+        if key not in self._step_fns:
             backend = "inductor" if self._compiled_mode == "inductor" else "trace"
-            self._step_fn = self._compile(self._values_step, backend)
-        self._state, info, values = self._step_fn(self._state)
+            self._step_fns[key] = self._compile(self._values_step, backend)
+        self._state, info, values = self._step_fns[key](self._state)
         if self._t < self._warmup_steps:
             self._adapt(info)
         self._t += 1
@@ -203,7 +215,7 @@ class DiscreteKernel(MCMCKernel):
         """
         if backend is not None and self._compiled_mode != "auto":
             backend = {False: None, True: "trace", "inductor": "inductor"}[self._compiled_mode]
-        key = (num_steps, code_dtype, backend)
+        key = (num_steps, code_dtype, backend) + self._compile_key()
         if key not in self._chunk_fns:
             self._chunk_fns[key] = self._compile(self._chunk(num_steps, code_dtype), backend)
         self._state, info, (codes, log_joint) = self._chunk_fns[key](self._state)
@@ -251,7 +263,7 @@ class DiscreteKernel(MCMCKernel):
         # compiled functions and traces do not pickle; setup() rebuilds them
         state = self.__dict__.copy()
         state.update(
-            energy=None, _state=None, _params=None, _draw_stats={}, _step_fn=None, _chunk_fns={}
+            energy=None, _state=None, _params=None, _draw_stats={}, _step_fns={}, _chunk_fns={}
         )
         return state
 

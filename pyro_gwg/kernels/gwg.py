@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple, Optional, Tuple, Union
 
 import torch
 from pyro.infer.autoguide.initialization import init_to_sample
+from pyro.ops.dual_averaging import DualAveraging
 
 from pyro_gwg.kernels.base import DiscreteKernel
 from pyro_gwg.proposals.gwg import GWGInfo, GWGState, gwg_init, gwg_step
@@ -38,14 +40,26 @@ class GWG(DiscreteKernel):
     state. The proposal is a valid MH proposal whatever the gradient, so the chain
     targets the exact posterior even where the gradient is uninformative.
 
+    With ``num_flips="auto"``, ``N`` adapts during warmup: dual averaging
+    (:class:`~pyro.ops.dual_averaging.DualAveraging`, as for the step size of Pyro's
+    HMC) on :math:`\log N` with statistic ``target_accept_prob`` minus the acceptance
+    probability averaged over chains, ``N`` rounded to an integer in
+    :math:`[1, D]`, frozen at the rounded average of the iterates at the end of warmup
+    (chains share one ``N``; each new value compiles the transition once more). It
+    starts from :math:`\sqrt{D} / 2.5` (``D`` coordinates), which it keeps when there
+    is no warmup.
+
     :param callable model: a Pyro model whose latent sites are discrete.
-    :param int num_flips: coordinates drawn per proposal (default 1). Several flips
-        per step cost about as much as one and move further: on lattice Ising models
-        and RBMs about :math:`\sqrt{D} / 2.5` of ``D`` coordinates (acceptance
-        0.6-0.9) gave the most effective samples per second
-        (``benchmarks/peers.py``).
+    :param num_flips: coordinates drawn per proposal (default 1), or ``"auto"``.
+        Several flips per step cost about as much as one and move further: on lattice
+        Ising models and an RBM, the number that gave the most effective samples per
+        second had an acceptance rate near 0.6 (``benchmarks/peers.py``), the target
+        of ``"auto"``.
+    :type num_flips: int or str
     :param float temperature: proposal temperature :math:`\tau`; 2 is the locally
         balanced choice of the paper.
+    :param float target_accept_prob: acceptance probability that ``num_flips="auto"``
+        aims at (default 0.574, as for the step size of the NCG kernels).
     :param jit_compile: compilation of the whole transition: ``"auto"`` (default),
         ``True``, ``"inductor"`` or ``False``; see :class:`~pyro_gwg.DiscreteKernel`.
     :param int max_plate_nesting: bound on nested plates; guessed when ``None``.
@@ -72,27 +86,75 @@ class GWG(DiscreteKernel):
         self,
         model=None,
         *,
-        num_flips: int = 1,
+        num_flips: Union[int, str] = 1,
         temperature: float = 2.0,
+        target_accept_prob: float = 0.574,
         jit_compile: Union[bool, str] = "auto",
         max_plate_nesting: Optional[int] = None,
         init_strategy=init_to_sample,
     ) -> None:
-        if int(num_flips) != num_flips or num_flips < 1:
-            raise ValueError("num_flips must be a positive integer, got {}".format(num_flips))
+        if num_flips != "auto" and (
+            isinstance(num_flips, str) or int(num_flips) != num_flips or num_flips < 1
+        ):
+            raise ValueError(
+                "num_flips must be a positive integer or 'auto', got {!r}".format(num_flips)
+            )
         if not temperature > 0:
             raise ValueError("temperature must be positive, got {}".format(temperature))
+        if not 0 < target_accept_prob < 1:
+            raise ValueError(
+                "target_accept_prob must lie in (0, 1), got {}".format(target_accept_prob)
+            )
+        self.num_flips = num_flips if num_flips == "auto" else int(num_flips)
+        self.temperature = float(temperature)
+        self.target_accept_prob = float(target_accept_prob)
+        #: with ``num_flips="auto"``: the value frozen at the end of the last warmup
+        self.adapted_num_flips: Optional[int] = None
         super().__init__(
             model,
             jit_compile=jit_compile,
             max_plate_nesting=max_plate_nesting,
             init_strategy=init_strategy,
         )
-        self.num_flips = int(num_flips)
-        self.temperature = float(temperature)
+
+    def _reset(self) -> None:
+        super()._reset()
+        self._flips: Optional[int] = None if self.num_flips == "auto" else self.num_flips
+        self._dual: Optional[DualAveraging] = None
+
+    @property
+    def current_num_flips(self) -> int:
+        """The number of coordinates drawn per proposal in force (with
+        ``num_flips="auto"``: the adapted one; needs :meth:`setup`)."""
+        if self._flips is None:
+            self._flips = max(1, round(math.sqrt(self.energy.layout.num_coords) / 2.5))
+        return self._flips
+
+    @property
+    def adapts(self) -> bool:
+        return self.num_flips == "auto"
+
+    def _adapt(self, info: GWGInfo) -> None:
+        if self.num_flips != "auto":
+            return
+        if self._dual is None:
+            self._dual = DualAveraging(prox_center=math.log(self.current_num_flips))
+        self._dual.step(self.target_accept_prob - float(info.accept_prob.mean()))
+        log_flips, log_flips_avg = self._dual.get_state()
+        final = self._t + 1 >= self._warmup_steps
+        num_coords = self.energy.layout.num_coords
+        log_flips = min(max(log_flips_avg if final else log_flips, 0.0), math.log(num_coords))
+        self._flips = max(1, min(round(math.exp(log_flips)), num_coords))
+        if final:
+            self.adapted_num_flips = self._flips
+
+    def _compile_key(self) -> tuple:
+        return (self.current_num_flips,)
 
     def _init_state(self, codes: torch.Tensor, value_and_grad) -> GWGState:
         return gwg_init(codes, value_and_grad, self.energy.layout, self.temperature)
 
     def _step(self, state: NamedTuple, value_and_grad) -> Tuple[GWGState, GWGInfo]:
-        return gwg_step(state, value_and_grad, self.energy.layout, self.temperature, self.num_flips)
+        return gwg_step(
+            state, value_and_grad, self.energy.layout, self.temperature, self.current_num_flips
+        )
