@@ -31,14 +31,14 @@ sampled by
 Each sampler runs in its own process (``--threads`` threads; default 1 for every library),
 in the order gwg, numpyro, pymc for each setting, so that load on a shared machine hits
 all three alike. In each process: build and compile (the first call, timed apart as
-``compile_s``; for GWG it includes the warmup), burn-in for ``--burn-in`` seconds, then sampling in blocks for
-``--budget`` seconds. The draws of the timed phase (thinned only when they would not fit
-in memory) go back to the driver, which computes for every sampler alike the ESS of the
-Hamming distance to one fixed reference state with exactly ``D / 2`` ones
-(:func:`pyro_gwg.diagnostics.hamming_ess`, per chain, summed over chains), and reports it
-per second, per step (transition, sweep or draw) and per 1000 model evaluations (GWG:
-one forward and backward pass per step; NumPyro: ``D`` potential evaluations per sweep;
-PyMC: ``1 + 0.8 D`` expected log-density evaluations per draw).
+``compile_s``; for GWG it includes the warmup), burn-in for ``--burn-in`` seconds, then
+sampling in blocks for ``--budget`` seconds. The draws of the timed phase (thinned
+only when they would not fit in memory) go back to the driver, which computes for every
+sampler alike the ESS of the Hamming distance to one fixed reference state with exactly
+``D / 2`` ones (:func:`pyro_gwg.diagnostics.hamming_ess`, per chain, summed over
+chains), and reports it per second, per step (transition, sweep or draw) and per 1000
+model evaluations (GWG: one forward and backward pass per step; NumPyro: ``D`` potential
+evaluations per sweep; PyMC: ``1 + 0.8 D`` expected log-density evaluations per draw).
 
 Run from the repository root (needs the ``bench`` extra: ``pip install -e .[bench]``)::
 
@@ -575,8 +575,7 @@ def table(results: Dict[str, object]) -> str:
             "| {} | {} | {} | {:,.1f} | {:.4f} | {:.2f} | {:,.0f} | {:.1f} | {} |".format(
                 run["target"],
                 run["chains"] if run["sampler"] != "pymc" else "any",
-                run["sampler"]
-                + (" (N = {})".format(run["settings"]["num_flips"]) if run["sampler"] == "gwg" else ""),
+                _sampler_label(run),
                 run["ess_per_s"],
                 run["ess_per_step"],
                 run["ess_per_1k_evals"],
@@ -602,6 +601,12 @@ def table(results: Dict[str, object]) -> str:
             )
         )
     return "\n".join(lines) + "\n"
+
+
+def _sampler_label(run: Dict[str, object]) -> str:
+    if run["sampler"] != "gwg":
+        return run["sampler"]
+    return "gwg (N = {})".format(run["settings"]["num_flips"])
 
 
 def write_section(path: Path, section: str) -> None:
@@ -630,8 +635,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         nargs="+",
         default=[],
         metavar="KEY=N",
-        help="GWG num_flips per target (N or auto), overriding the default auto: "
-        "10=N, 40=N, rbm=N",
+        help="GWG num_flips per target (N or auto), overriding the default auto: 10=N, 40=N, rbm=N",
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=600, help="seconds per process")

@@ -7,8 +7,8 @@ from exactness import assert_exact, draw_codes
 from pyro.infer import MCMC
 from small_models import BOUNDS, SUITE
 
-import pyro_gwg.proposals.gwg as gwg_math
 import pyro_gwg
+import pyro_gwg.proposals.gwg as gwg_math
 from pyro_gwg import GWG, exact_posterior
 from pyro_gwg.models import lattice_ising
 
