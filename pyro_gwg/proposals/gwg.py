@@ -168,7 +168,9 @@ def inverse_cdf_draws(log_probs: torch.Tensor, num_draws: int) -> torch.Tensor:
     :param int num_draws: draws per row.
     :returns: long ``[C, num_draws]``.
     """
-    cdf = log_probs.double().exp().cumsum(-1)
+    # float64 sums: each entry's interval keeps the relative precision of its own
+    # probability (a float32 running sum would blur small entries late in the row)
+    cdf = log_probs.exp().double().cumsum(-1)
     total = cdf[:, -1:]
     uniform = torch.rand(cdf.shape[:1] + (num_draws,), dtype=cdf.dtype, device=cdf.device)
     target = torch.minimum(uniform * total, total * (1 - _CDF_MARGIN))
