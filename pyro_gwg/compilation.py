@@ -72,8 +72,9 @@ def trace_compile(fn: Callable, example_inputs: tuple) -> Callable:
 def inductor_compile(fn: Callable, example_inputs: Sequence[torch.Tensor]) -> Callable:
     """Compile ``fn`` with TorchInductor, without TorchDynamo: ``fn`` is traced once to an
     ATen graph (:func:`~torch.fx.experimental.proxy_tensor.make_fx`) and the graph is
-    compiled for the shapes, strides and devices of ``example_inputs``; the result is
-    called once on them, so that errors surface here.
+    compiled for the shapes, strides and devices of ``example_inputs`` (on the CPU with
+    a C++ wrapper around the kernels, which saves the Python calls between them); the
+    result is called once on them, so that errors surface here.
 
     The compiled function takes the same positional tensors (made contiguous, as at
     compilation) and returns a sequence of tensors. Random operators draw their seeds
@@ -84,13 +85,21 @@ def inductor_compile(fn: Callable, example_inputs: Sequence[torch.Tensor]) -> Ca
     :param example_inputs: example arguments.
     :raises Exception: whatever the tracer or the compiler raises.
     """
+    from torch._inductor import config as inductor_config
     from torch._inductor.compile_fx import compile_fx
     from torch.fx.experimental.proxy_tensor import make_fx
 
     example_inputs = [t.contiguous() for t in example_inputs]
     with _tracing_context():
         graph = make_fx(fn)(*example_inputs)
-    compiled = compile_fx(graph, example_inputs)
+    # the compiler propagates shapes afresh; the C++ wrapper needs that (it refuses
+    # the tracer's fake tensors)
+    for node in graph.graph.nodes:
+        node.meta.pop("val", None)
+        node.meta.pop("tensor_meta", None)
+    on_cpu = all(t.device.type == "cpu" for t in example_inputs)
+    with inductor_config.patch(cpp_wrapper=on_cpu):
+        compiled = compile_fx(graph, example_inputs)
 
     def run(*tensors: torch.Tensor):
         return compiled(*(t.contiguous() for t in tensors))
