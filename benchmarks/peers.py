@@ -145,7 +145,8 @@ class Blocks:
                 expected = n * self.spec["budget_s"] / block_s
                 row = codes.shape[0] * codes.shape[2]
                 thin = max(1, math.ceil(expected * row / MAX_STORED_BYTES))
-            kept.append(codes[:, (-steps) % thin :: thin])
+            # a copy of the kept draws only, so that each block's buffer is freed at once
+            kept.append(np.ascontiguousarray(codes[:, (-steps) % thin :: thin]))
             steps += n
             blocks += 1
         seconds = time.perf_counter() - timed_start
