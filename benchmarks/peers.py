@@ -42,7 +42,7 @@ evaluations per sweep; PyMC: ``1 + 0.8 D`` expected log-density evaluations per 
 
 Run from the repository root (needs the ``bench`` extra: ``pip install -e .[bench]``)::
 
-    python benchmarks/peers.py            # full settings (about 15-20 minutes)
+    python benchmarks/peers.py            # full settings (about 30 minutes)
     python benchmarks/peers.py --quick    # L = 10, theta = 0.4, the RBM, 16 chains
 
 Results go to ``benchmarks/results/peers.json`` and ``peers.png``, and the table to the
@@ -672,9 +672,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     if args.chains is None:
         args.chains = [16] if args.quick else [16, 256]
     if args.budget is None:
-        args.budget = 3.0 if args.quick else 10.0
+        args.budget = 3.0 if args.quick else 20.0
     if args.burn_in is None:
-        args.burn_in = 1.0 if args.quick else 3.0
+        args.burn_in = 1.0 if args.quick else 5.0
     return args
 
 
