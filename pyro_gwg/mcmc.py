@@ -42,10 +42,13 @@ _CHAIN_METHODS = ("vectorized", "sequential", "parallel")
 #: transitions per call of the compiled transition function
 STEPS_PER_CALL = 8
 #: with ``jit_compile="auto"``, runs of at least this size (chains x transitions x
-#: coordinates) compile with TorchInductor, smaller ones with torch.jit.trace:
-#: TorchInductor takes seconds to compile and saves, on a CPU, roughly 10-200 ns per
-#: chain, transition and coordinate (``benchmarks/peers.py``)
-AUTO_INDUCTOR_MIN_SIZE = 5 * 10**7
+#: coordinates) compile with TorchInductor, smaller ones with torch.jit.trace.
+#: Measured on a CPU (GWG, 8 steps per call): TorchInductor takes about 8.5 s to
+#: compile and saves 9-60 ns per chain, transition and coordinate over the trace
+#: (10 x 10 Ising with 16 chains: 116 -> 20 us per step; 40 x 40 Ising with 256
+#: chains: 7.2 -> 2.9 ms; RBM 784 x 500 with 16 chains: 499 -> 354 us); this size
+#: keeps the time lost by the wrong choice below 9 s at either end of that range
+AUTO_INDUCTOR_MIN_SIZE = 25 * 10**7
 
 
 class MCMC:
