@@ -377,18 +377,25 @@ class DiscreteEnergy:
             return compiled(codes)
         return self._value_and_grad(codes, num_chains)
 
-    def log_joint(self, codes: torch.Tensor, batched: bool = True) -> torch.Tensor:
-        """Log joint density of a batch of states, without gradient.
+    def log_joint(
+        self, codes: torch.Tensor, batched: bool = True, differentiable: bool = False
+    ) -> torch.Tensor:
+        """Log joint density of a batch of states.
 
         :param torch.Tensor codes: long ``[C, D]`` states.
         :param bool batched: run the chains in one batched run of the model (else one
             run per chain).
+        :param bool differentiable: keep the autograd graph, so that the result can be
+            differentiated with respect to the model's parameters (for learning them,
+            as :class:`pyro_gwg.train.PCD` does); by default no graph is built.
         :rtype: torch.Tensor
         """
         num_chains = codes.shape[0]
         if not batched and num_chains > 1:
-            return torch.cat([self.log_joint(c.unsqueeze(0)) for c in codes])
-        with torch.no_grad():
+            return torch.cat(
+                [self.log_joint(c.unsqueeze(0), differentiable=differentiable) for c in codes]
+            )
+        with torch.set_grad_enabled(differentiable and torch.is_grad_enabled()):
             return self._forward(num_chains, codes, *self._relaxed(codes, False))[0]
 
     def site_log_probs(self, codes: torch.Tensor) -> Dict[str, torch.Tensor]:

@@ -326,11 +326,6 @@ class PCD:
             raise TypeError("data must be a dict {site: [N, ...] values} or a tensor")
         return self.energy.codes_from_values(data)
 
-    def _log_joint(self, codes: torch.Tensor) -> torch.Tensor:
-        """:math:`f_\\theta` at ``codes``, differentiable in the parameters."""
-        energy = self.energy
-        return energy._forward(codes.shape[0], codes, *energy._relaxed(codes, False))[0]
-
     def _penalty(self) -> torch.Tensor:
         total = torch.zeros(())
         for name, strength in self.penalty.items():
@@ -377,7 +372,13 @@ class PCD:
             chains, _ = run_kernel(self.kernel, self._counted, chains, self.mcmc_steps)
         self.chains[index] = chains
         penalty = self._penalty()
-        loss = pcd_objective(self._log_joint(codes), self._log_joint(chains)) + penalty
+        loss = (
+            pcd_objective(
+                self.energy.log_joint(codes, differentiable=True),
+                self.energy.log_joint(chains, differentiable=True),
+            )
+            + penalty
+        )
         self.optimizer.zero_grad()
         loss.backward()
         self.optimizer.step()

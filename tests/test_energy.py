@@ -291,3 +291,26 @@ def test_model_that_mixes_chains_is_refused_for_batched_chains():
     energy = DiscreteEnergy(model)
     with pytest.raises(UnsupportedModelError, match="'total'.*x.sum\\(-1\\)"):
         energy.value_and_grad(torch.tensor([[0, 1, 1], [1, 1, 1]]))
+
+
+def test_differentiable_log_joint_carries_parameter_gradients():
+    pyro.clear_param_store()
+
+    def model():
+        coupling = pyro.param("coupling", torch.tensor(0.7))
+        with pyro.plate("sites", 3):
+            x = pyro.sample("x", dist.Bernoulli(0.5))
+            pyro.factor("field", coupling * x)
+
+    energy = DiscreteEnergy(model)
+    codes = torch.tensor([[1, 1, 1], [1, 0, 1], [0, 1, 1]])
+    plain = energy.log_joint(codes)
+    assert not plain.requires_grad
+    value = energy.log_joint(codes, differentiable=True)
+    assert torch.allclose(value, plain)
+    (grad,) = torch.autograd.grad(value.sum(), pyro.param("coupling").unconstrained())
+    # d/d coupling of the log joints summed over the three states: 3 + 2 + 2 ones
+    assert torch.allclose(grad, torch.tensor(7.0))
+    batched = energy.log_joint(codes, batched=False, differentiable=True)
+    assert batched.requires_grad and torch.allclose(batched, plain)
+    pyro.clear_param_store()

@@ -157,8 +157,7 @@ def bind_kernel(kernel: DiscreteKernel, energy: EstimatorEnergy) -> None:
     :param DiscreteKernel kernel: the kernel.
     :param EstimatorEnergy energy: the density it is to target.
     """
-    kernel._reset()
-    kernel.energy = energy
+    kernel.bind(energy)
 
 
 def run_kernel(
@@ -176,7 +175,7 @@ def run_kernel(
     """
     if num_steps <= 0:
         return codes, energy.log_joint(codes)
-    state = kernel._init_state(codes, energy.value_and_grad)
+    state = kernel.init_state(codes, energy.value_and_grad)
     for _ in range(num_steps):
-        state, _ = kernel._step(state, energy.value_and_grad)
+        state, _ = kernel.step(state, energy.value_and_grad)
     return state.codes, state.log_joint

@@ -5,6 +5,11 @@ BlackJAX's ``init``/``step`` pairs: ``_init_state(codes, value_and_grad)`` and
 ``_step(state, value_and_grad)``. States are named tuples with at least ``codes`` (long
 ``[C, D]``) and ``log_joint`` (``[C]``); step infos are named tuples of ``[C]`` tensors,
 recorded per draw and returned by :meth:`DiscreteKernel.diagnostics`.
+
+Code that drives a kernel itself (the estimators of :mod:`pyro_gwg.estimators`, for
+example, which step it under a tempered density) uses the public pair
+:meth:`DiscreteKernel.init_state` / :meth:`DiscreteKernel.step` after
+:meth:`DiscreteKernel.bind`.
 """
 
 from __future__ import annotations
@@ -107,6 +112,37 @@ class DiscreteKernel(MCMCKernel):
         """Settings baked into a compiled transition (for example a number of draws that
         fixes a tensor shape); a change compiles the transition anew (default: none)."""
         return ()
+
+    # --------------------------------------------------------------- functional API
+    def bind(self, energy: DiscreteEnergy) -> None:
+        """Target ``energy`` (a :class:`~pyro_gwg.DiscreteEnergy`, or an object with its
+        ``layout``, ``value_and_grad`` and ``log_joint``), dropping what the kernel
+        held for another model (compiled functions, adaptation, step-size grids).
+
+        :param DiscreteEnergy energy: the density to sample.
+        """
+        self._reset()
+        self.energy = energy
+
+    def init_state(self, codes: torch.Tensor, value_and_grad=None) -> NamedTuple:
+        """The kernel state at ``codes``, every row a chain (one evaluation).
+
+        :param torch.Tensor codes: long ``[C, D]`` states.
+        :param callable value_and_grad: ``codes -> (log_joint [C], grad [C, D, W])``
+            (default: the bound energy's).
+        :rtype: NamedTuple
+        """
+        return self._init_state(codes, value_and_grad or self.energy.value_and_grad)
+
+    def step(self, state: NamedTuple, value_and_grad=None) -> Tuple[NamedTuple, NamedTuple]:
+        """One transition of every chain of ``state``, uncompiled and without warmup
+        adaptation: ``(new_state, info)``.
+
+        :param NamedTuple state: from :meth:`init_state` or a previous step.
+        :param callable value_and_grad: as for :meth:`init_state` (default: the bound
+            energy's).
+        """
+        return self._step(state, value_and_grad or self.energy.value_and_grad)
 
     # --------------------------------------------------------------- Pyro interface
     def _reset(self) -> None:
