@@ -1,7 +1,7 @@
 """pyro-gwg: gradient-informed MCMC for the discrete latent sites of Pyro models."""
 
 from pyro_gwg import diagnostics, diffusion, enum, estimators, models, proposals, train
-from pyro_gwg.energy import DiscreteEnergy
+from pyro_gwg.energy import BatchingWarning, DiscreteEnergy
 from pyro_gwg.enum import exact_posterior
 from pyro_gwg.inference_data import to_inference_data
 from pyro_gwg.kernels import (
@@ -22,6 +22,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AVG",
+    "BatchingWarning",
     "DiscreteEnergy",
     "DiscreteKernel",
     "GWG",

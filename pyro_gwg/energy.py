@@ -7,27 +7,46 @@ discrete site (:mod:`pyro_gwg.sites`), and exposes
 
 for a batch of states ``codes`` of shape ``[C, D]`` (see
 :mod:`pyro_gwg.proposals.layout`). ``f`` includes every latent site, observed site
-and ``pyro.factor``; scale and mask handlers are honoured. Sites marked
-``infer={"enumerate": "parallel"}`` are summed out exactly, as Pyro's HMC does.
+and ``pyro.factor``, summed in double precision; scale and mask handlers are
+honoured. Sites marked ``infer={"enumerate": "parallel"}`` are summed out exactly, as
+Pyro's HMC does.
 
 The gradient is taken with respect to the *relaxed* value the model sees: the float
 value of binary and ordinal sites, the one-hot vector of ``OneHotCategorical`` sites.
 ``Categorical`` values are integers the model may use as indices, so no gradient
 flows through them; their gradient is the site's own normalised logits (the exact
 change of the site's own log-probability), and the bridge warns once when the model
-uses the value beyond that. Exactness of the samplers never depends on the gradient.
+uses the value beyond that. Non-finite gradient entries are replaced by zero: the
+samplers' exactness never depends on the gradient.
 
-One chain (``C = 1``) runs the model exactly as written. Several chains run it once,
-batched, inside an outer ``pyro.plate`` at dimension ``-(max_plate_nesting + 1)``; the
-first batched call checks that the model broadcasts correctly over that dimension.
+**What a model must satisfy, and how it is checked.** Every state of the latent sites
+must give a trace with the same latent sites and the same supports. At set-up the
+model is run once with every latent value *tainted* (:mod:`pyro_gwg._taint`): a
+support computed from another latent value is refused, and Python control flow that
+reads a latent value (``if x.item():``) is recorded; such a model runs eagerly, one
+state at a time, with the latent sites of every trace compared with the first one, and
+the states next to the initial one are probed at set-up. The log density at the initial
+state is evaluated twice: a model that draws random numbers outside ``pyro.sample``
+is refused. During a run, a ``NaN`` or ``+inf`` log density raises an error naming
+the sites and the state.
+
+**Batches of states.** One chain (``C = 1``) runs the model exactly as written.
+Several states are evaluated in one of three ways, chosen on the first such evaluation
+by comparing each with state-by-state evaluation on probe states: ``"plate"``, one run
+of the model inside an outer ``pyro.plate`` at dimension ``-(max_plate_nesting + 1)``
+(the fast path, for models written to broadcast); ``"vmap"``, the unbatched model
+under :func:`torch.func.vmap`; ``"loop"``, one run per state. The latter two come with
+one :class:`BatchingWarning` that says why the model does not broadcast.
 """
 
 from __future__ import annotations
 
+import contextlib
+import math
 import warnings
 from collections import OrderedDict
 from functools import partial
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import pyro
 import pyro.poutine as poutine
@@ -39,21 +58,34 @@ from pyro.infer.autoguide.initialization import InitMessenger, init_to_sample
 from pyro.ops.contract import contract_to_tensor
 from pyro.poutine.subsample_messenger import _Subsample
 
+from pyro_gwg._taint import Read, sources_of, trace_reads
+from pyro_gwg._validation import check_integer, is_integer
 from pyro_gwg.compilation import trace_compile
 from pyro_gwg.sites import (
     CATEGORICAL,
     ONE_HOT,
     DiscreteSite,
     UnsupportedModelError,
+    base_constraint,
     build_layout,
     classify_site,
     unwrap_distribution,
 )
 
-__all__ = ["CHAIN_PLATE", "DiscreteEnergy"]
+__all__ = ["BATCHING_MODES", "BatchingWarning", "CHAIN_PLATE", "DiscreteEnergy"]
 
 CHAIN_PLATE = "_pyro_gwg_chains"
-_LARGE = 1e30
+#: ways of evaluating several states (see the module docstring), fastest first
+BATCHING_MODES = ("plate", "vmap", "loop")
+# relative and absolute tolerance when comparing batched with state-by-state values
+_RTOL, _ATOL = 1e-4, 1e-4
+# model runs spent at set-up probing states next to the initial one (value-read models)
+_MAX_STRUCTURE_PROBES = 64
+
+
+class BatchingWarning(UserWarning):
+    """The model does not broadcast over a batch dimension: states are evaluated with
+    :func:`torch.func.vmap` or one at a time, which is exact but slower."""
 
 
 class DiscreteEnergy:
@@ -68,7 +100,8 @@ class DiscreteEnergy:
         with :func:`torch.jit.trace`, once per number of chains; where the tracer
         cannot follow the backward pass, trace the forward pass only and differentiate
         it. Like Pyro's HMC, the model's Python control flow must not depend on latent
-        values; the compiled function is checked against the eager one at two states.
+        values (a model whose control flow reads them is refused; the compiled
+        function is also checked against the eager one at two states).
     :param callable init_strategy: a Pyro per-site initialisation function
         (default :func:`~pyro.infer.autoguide.initialization.init_to_sample`).
     :param int max_init_tries: initial states tried per chain before giving up.
@@ -82,8 +115,8 @@ class DiscreteEnergy:
         ...     pyro.sample("y", dist.Normal(x.sum(-1, keepdim=True), 1.0), obs=torch.tensor(2.0))
         >>> energy = DiscreteEnergy(model)
         >>> f, grad = energy.value_and_grad(torch.tensor([[1, 0, 1]]))
-        >>> f.shape, grad.shape
-        (torch.Size([1]), torch.Size([1, 3, 1]))
+        >>> f.dtype, f.shape, grad.shape
+        (torch.float64, torch.Size([1]), torch.Size([1, 3, 1]))
     """
 
     def __init__(
@@ -97,31 +130,50 @@ class DiscreteEnergy:
         init_strategy=init_to_sample,
         max_init_tries: int = 100,
     ) -> None:
+        if not callable(model):
+            raise TypeError("model must be a callable Pyro model, got {!r}".format(model))
+        if max_plate_nesting is not None and not is_integer(max_plate_nesting, 0):
+            raise ValueError(
+                "max_plate_nesting must be a non-negative integer (or None to guess it), "
+                "got {!r}".format(max_plate_nesting)
+            )
+        max_init_tries = check_integer("max_init_tries", max_init_tries, 1)
         self.model = model
         self.model_args = tuple(model_args)
         self.model_kwargs = dict(model_kwargs or {})
         self.jit_compile = jit_compile
         self.init_strategy = init_strategy
-        self.max_init_tries = max_init_tries
+        self.max_init_tries = int(max_init_tries)
         trace = self._prototype_trace()
         self.sites: List[DiscreteSite] = []
         self.enumerated: List[str] = []
         self._discover(trace)
-        self.max_plate_nesting = (
-            guess_max_plate_nesting(trace) if max_plate_nesting is None else max_plate_nesting
-        )
-        self._check_static_supports()
+        self.max_plate_nesting = self._plate_nesting(trace, max_plate_nesting)
         self.device = trace.nodes[self.sites[0].name]["value"].device
         self.layout = build_layout(self.sites).to(self.device)
         self._slices = [slice(s.offset, s.offset + s.num_coords) for s in self.sites]
+        self._names = [s.name for s in self.sites]
+        self._value_shapes = {s.name: tuple(s.value_shape) for s in self.sites}
+        #: reads of latent values by the model's Python code (see :mod:`pyro_gwg._taint`)
+        self.value_reads: List[Read] = []
+        self._analyse(trace)
+        #: how several states are evaluated: one of :data:`BATCHING_MODES`, chosen on the
+        #: first evaluation of several states (``None`` until then)
+        self.batching: Optional[str] = None
         self._compiled: Dict[int, object] = {}
-        self._vectorization_checked = False
         self._warned_categoricals: set = set()
+        self._checked_state = False
+        self._recording: Optional[List[Tuple[torch.Tensor, torch.Tensor]]] = None
 
     # ------------------------------------------------------------------ discovery
     def _run_model(self, model):
         with poutine.block():
-            return poutine.trace(model).get_trace(*self.model_args, **self.model_kwargs)
+            try:
+                return poutine.trace(model).get_trace(*self.model_args, **self.model_kwargs)
+            except Exception as error:
+                if not isinstance(error, UnsupportedModelError) and not _out_of_memory(error):
+                    _note_model_error(error)
+                raise
 
     def _prototype_trace(self):
         return self._run_model(InitMessenger(self.init_strategy)(self.model))
@@ -159,6 +211,7 @@ class DiscreteEnergy:
                     "enumeration is supported. Use 'parallel' to sum the site out, or "
                     "remove the mark to let the kernel sample it.".format(name, enumerate_)
                 )
+            self._check_value_shape(name, fn, site["value"])
             self.sites.append(classify_site(name, fn, site["value"]))
         if not self.sites:
             raise UnsupportedModelError(
@@ -170,23 +223,75 @@ class DiscreteEnergy:
                 )
             )
 
-    def _check_static_supports(self) -> None:
-        """Supports read from a second prototype trace must match the first."""
-        other = self._prototype_trace()
-        for site in self.sites:
-            node = other.nodes[site.name]
-            again = classify_site(site.name, node["fn"], node["value"])
-            same = again.kind == site.kind and again.num_categories == site.num_categories
-            if same and site.is_scalar:
-                same = torch.equal(again.lower, site.lower) and torch.equal(again.upper, site.upper)
-            if not same:
-                raise UnsupportedModelError(
-                    "The support of latent site {} changes with the values of other "
-                    "latent sites; the kernels need a fixed support. Give it a fixed "
-                    "support (for example the largest one, with the dependence "
-                    "expressed in a pyro.factor), or mark it "
-                    "infer={{'enumerate': 'parallel'}}.".format(site.describe())
+    def _check_value_shape(self, name: str, fn, value: torch.Tensor) -> None:
+        """The initial value of a latent site (from the init strategy) must broadcast with
+        the shape of its distribution."""
+        shape = tuple(fn.batch_shape + fn.event_shape)
+        try:
+            torch.broadcast_shapes(tuple(value.shape), shape)
+        except RuntimeError:
+            raise ValueError(
+                "Initial value of latent site '{}' ({}) has shape {}, but its distribution "
+                "has shape {}: the init strategy gave a value of the wrong shape. Give "
+                "init_to_value a value of shape {}.".format(
+                    name, type(unwrap_distribution(fn)).__name__, tuple(value.shape), shape, shape
                 )
+            ) from None
+
+    def _plate_nesting(self, trace, given: Optional[int]) -> int:
+        depth, deepest = guess_max_plate_nesting(trace, with_site=True)
+        if given is None:
+            return depth
+        if given < depth:
+            raise ValueError(
+                "max_plate_nesting={} is too small: site '{}' uses {} batch dimensions. "
+                "Pass max_plate_nesting={} or more, or leave it None to have it "
+                "guessed.".format(given, deepest, depth, depth)
+            )
+        return int(given)
+
+    def _analyse(self, trace) -> None:
+        """Run the model once with tainted latent values: refuse supports that depend on
+        latent values, record reads of latent values by the model's Python code."""
+        latent = {
+            name: site["value"]
+            for name, site in trace.nodes.items()
+            if site["type"] == "sample"
+            and not site["is_observed"]
+            and not isinstance(site["fn"], _Subsample)
+        }
+
+        def run(values):
+            with pyro.validation_enabled(False):
+                tr = self._run_model(poutine.condition(self.model, data=values))
+                for node in self._sample_nodes(tr):
+                    self._site_log_prob(node)
+            return tr
+
+        tainted_trace, self.value_reads = trace_reads(run, latent)
+        for site in self.sites:
+            support = base_constraint(tainted_trace.nodes[site.name]["fn"].support)
+            tainted = {k: sources_of(v) for k, v in vars(support).items() if sources_of(v)}
+            if tainted:
+                raise UnsupportedModelError(
+                    "The support of latent site {} depends on the values of other latent "
+                    "sites: its {} computed from latent site(s) {}. The kernels move every "
+                    "latent site within one fixed support, so this model would be sampled "
+                    "wrongly. Give '{}' a fixed support that covers every case (for "
+                    "example Binomial(n_max, p), or a Categorical over 0 .. n_max) and add "
+                    "the dependence as a pyro.factor that is -inf where the value is "
+                    "impossible (e.g. torch.where(x <= n, 0.0, -inf)).".format(
+                        site.describe(),
+                        " and ".join(
+                            "{} is".format(k.strip("_").replace("_", " ")) for k in tainted
+                        ),
+                        ", ".join(
+                            "'{}'".format(s) for s in sorted(frozenset().union(*tainted.values()))
+                        ),
+                        site.name,
+                    )
+                )
+        self._signature = self._latent_signature(trace, num_chains=1)
 
     # ------------------------------------------------------------------ encoding
     @property
@@ -209,17 +314,35 @@ class DiscreteEnergy:
         """Model values ``{name: [C, *value_shape]}`` of a batch of states."""
         return {s.name: s.encode(c) for s, c in zip(self.sites, self.split(codes))}
 
-    def codes_from_values(self, values: Dict[str, torch.Tensor]) -> torch.Tensor:
-        """Flat codes ``[C, D]`` from model values ``{name: [C, *value_shape]}``."""
+    def codes_from_values(
+        self, values: Dict[str, torch.Tensor], what: str = "Value"
+    ) -> torch.Tensor:
+        """Flat codes ``[C, D]`` from model values ``{name: [C, *value_shape]}``.
+
+        Every value is checked: its shape, that it is a whole number, and that it lies
+        in the site's support (whatever Pyro's validation flag says).
+
+        :param dict values: one entry per latent site (tensors, arrays or nested lists).
+        :param str what: how to call the values in error messages (e.g.
+            ``"Initial value"``).
+        :raises ValueError: naming the site, for a missing value or one outside the
+            site's support.
+        """
         missing = [s.name for s in self.sites if s.name not in values]
         if missing:
-            raise ValueError("No value given for latent site(s) {}".format(missing))
-        return self.join([s.decode(values[s.name]) for s in self.sites])
+            raise ValueError(
+                "No value given for latent site(s) {}; the model's latent discrete sites "
+                "are {}.".format(
+                    ", ".join("'{}'".format(m) for m in missing),
+                    ", ".join("'{}'".format(n) for n in self._names),
+                )
+            )
+        return self.join([s.decode(values[s.name], what) for s in self.sites])
 
     # ------------------------------------------------------------------ evaluation
     # Below, ``num_chains`` is a Python int passed down (not read from tensor shapes),
     # so that traced graphs carry no shape arithmetic; ``num_chains > 1`` runs the
-    # model batched over chains.
+    # model batched over chains (``self.batching`` says how).
     def _trace(self, values: Dict[str, torch.Tensor], num_chains: int):
         model = poutine.condition(self.model, data=values)
         if num_chains > 1:
@@ -227,7 +350,65 @@ class DiscreteEnergy:
         if self.enumerated:
             first_dim = -1 - self.max_plate_nesting - int(num_chains > 1)
             model = poutine.enum(model, first_available_dim=first_dim)
-        return self._run_model(model)
+        trace = self._run_model(model)
+        self._check_signature(trace, values, num_chains)
+        return trace
+
+    def _check_signature(self, trace, values, num_chains: int) -> None:
+        """Raise when the latent sites of ``trace`` differ from the first trace's."""
+        signature = self._latent_signature(trace, num_chains)
+        if signature != self._signature:
+            self._structure_error(signature, values, num_chains)
+
+    def _latent_signature(self, trace, num_chains: int) -> tuple:
+        """The latent sites of a trace (conditioned on their values, or sampled), with
+        their value shapes (without the chain dimension)."""
+        out = []
+        for name, site in trace.nodes.items():
+            if site["type"] == "sample" and (
+                name in self._value_shapes
+                or not (
+                    site["is_observed"]
+                    or isinstance(site["fn"], _Subsample)
+                    or name in self.enumerated
+                )
+            ):
+                shape = tuple(site["value"].shape)
+                if num_chains > 1:  # drop the chain dimension and the ones padding it
+                    rank = len(self._value_shapes.get(name, ()))
+                    shape = shape[len(shape) - rank :]
+                out.append((name, shape))
+        return tuple(sorted(out))
+
+    def _structure_error(self, signature: tuple, values, num_chains: int) -> None:
+        expected, found = dict(self._signature), dict(signature)
+        missing = [n for n in expected if n not in found]
+        extra = [n for n in found if n not in expected]
+        reshaped = [n for n in expected if n in found and expected[n] != found[n]]
+        parts = []
+        if missing:
+            parts.append("site(s) {} are missing".format(", ".join(map(repr, missing))))
+        if extra:
+            parts.append("new site(s) {} appear".format(", ".join(map(repr, extra))))
+        if reshaped:
+            parts.append(
+                "site(s) {} change shape".format(
+                    ", ".join("'{}' {} -> {}".format(n, expected[n], found[n]) for n in reshaped)
+                )
+            )
+        state = _describe_values(values) if num_chains == 1 else "a batch of states"
+        reads = "; ".join(r.describe() for r in self.value_reads)
+        raise UnsupportedModelError(
+            "The latent sites of the model change with the values of its latent sites: "
+            "at the state {}, {}{}. The kernels need every latent site at every state, "
+            "with a fixed shape. Sample every latent site on every path (use its value "
+            "only where it matters, e.g. mean = x * w instead of sampling w only when "
+            "x is 1), or sum the varying part out exactly.".format(
+                state,
+                " and ".join(parts) or "the sites differ",
+                " (the model reads latent values in Python: {})".format(reads) if reads else "",
+            )
+        )
 
     def _relaxed(self, codes: torch.Tensor, with_grad: bool) -> List[torch.Tensor]:
         """Float values ``[C, *value_shape]`` of the non-``Categorical`` sites: the
@@ -247,20 +428,50 @@ class DiscreteEnergy:
         return self._trace(values, num_chains)
 
     def _forward(self, num_chains: int, codes: torch.Tensor, *relaxed: torch.Tensor):
-        """``(log_joint [C], *own_logits)``: the model run at one batch of states, with
-        the own logits ``[C, n, K]`` of every (one-hot) categorical site."""
+        """``(log_joint [C], *own_logits)``: the model run at a batch of states (as
+        ``self.batching`` says), with the own logits ``[C, n, K]`` of every (one-hot)
+        categorical site."""
+        if num_chains == 1 or self.batching == "plate":
+            return self._forward_plate(num_chains, codes, *relaxed)
+        if self.batching == "vmap":
+            return self._forward_vmap(codes, *relaxed)
+        return self._forward_loop(num_chains, codes, *relaxed)
+
+    def _forward_plate(self, num_chains: int, codes: torch.Tensor, *relaxed: torch.Tensor):
         trace = self._state_trace(codes, relaxed, num_chains)
         own = [
             self._own_logits(trace, site, num_chains) for site in self.sites if not site.is_scalar
         ]
         return (self._log_joint(trace, num_chains), *own)
 
+    def _forward_one(self, codes: torch.Tensor, *relaxed: torch.Tensor):
+        """The model at one state, ``codes [D]`` (no batch dimension; for vmap)."""
+        out = self._forward_plate(1, codes.unsqueeze(0), *(r.unsqueeze(0) for r in relaxed))
+        return tuple(o.squeeze(0) for o in out)
+
+    def _forward_vmap(self, codes: torch.Tensor, *relaxed: torch.Tensor):
+        return torch.func.vmap(self._forward_one, randomness="error")(codes, *relaxed)
+
+    def _forward_loop(self, num_chains: int, codes: torch.Tensor, *relaxed: torch.Tensor):
+        outs = [
+            self._forward_plate(1, codes[c : c + 1], *(r[c : c + 1] for r in relaxed))
+            for c in range(num_chains)
+        ]
+        return tuple(torch.cat(parts) for parts in zip(*outs))
+
     def _site_log_prob(self, site) -> torch.Tensor:
         value = site["value"]
         if site["name"] in self._one_hot_names:
             # the site's own term enters the gradient through its logits (below)
             value = value.detach()
-        log_prob = site["fn"].log_prob(value, *site["args"], **site["kwargs"])
+        try:
+            log_prob = site["fn"].log_prob(value, *site["args"], **site["kwargs"])
+        except Exception as error:
+            if _out_of_memory(error) or isinstance(error, UnsupportedModelError):
+                raise
+            raise UnsupportedModelError(
+                _log_prob_failure(site, error, self._value_shapes)
+            ) from error
         return scale_and_mask(log_prob, site["scale"], site["mask"])
 
     @property
@@ -275,12 +486,15 @@ class DiscreteEnergy:
         ]
 
     def _log_joint(self, trace, num_chains: int) -> torch.Tensor:
+        """``[C]`` float64 sum of every site's log-probability (each term is summed in its
+        own precision, the terms in double precision, so that a large constant term does
+        not swallow the differences between states)."""
         if self.enumerated:
             return self._contract(trace, num_chains)
         total = 0.0
         for site in self._sample_nodes(trace):
-            total = total + self._chain_sum(self._site_log_prob(site), num_chains)
-        total = torch.as_tensor(total).reshape(-1)
+            total = total + self._chain_sum(self._site_log_prob(site), num_chains).double()
+        total = torch.as_tensor(total, dtype=torch.float64).reshape(-1)
         return total if num_chains == 1 else total.expand(num_chains)
 
     def _chain_sum(self, log_prob: torch.Tensor, num_chains: int) -> torch.Tensor:
@@ -293,7 +507,7 @@ class DiscreteEnergy:
 
     def _contract(self, trace, num_chains: int) -> torch.Tensor:
         for site in self._sample_nodes(trace):
-            site["unscaled_log_prob"] = site["log_prob"] = self._site_log_prob(site)
+            site["unscaled_log_prob"] = site["log_prob"] = self._site_log_prob(site).double()
         trace.pack_tensors()
         log_factors: OrderedDict[frozenset, list] = OrderedDict()
         for site in self._sample_nodes(trace):
@@ -322,13 +536,15 @@ class DiscreteEnergy:
             else:
                 block = own.pop(0)
                 if grad is not None:
-                    block = block + grad.reshape(block.shape)
+                    block = block + grad.reshape(block.shape).to(block.dtype)
             if site.grad_width < width:
                 block = F.pad(block, (0, width - site.grad_width))
             blocks.append(block)
         grad = torch.cat(blocks, dim=1) if len(blocks) > 1 else blocks[0]
-        # nan_to_num, written so that compilers vectorise it (x == x is False for NaN)
-        return torch.where(grad == grad, grad.clamp(-_LARGE, _LARGE), 0.0)
+        # non-finite entries (NaN, an infinite derivative such as sqrt's at 0) carry no
+        # usable direction: zero, not a huge number that would make the proposal put all
+        # its mass on one move; written so that compilers vectorise it
+        return torch.where(grad.abs() < math.inf, grad, 0.0)
 
     def _own_logits(self, trace, site: DiscreteSite, num_chains: int):
         logits = unwrap_distribution(trace.nodes[site.name]["fn"]).logits
@@ -351,52 +567,77 @@ class DiscreteEnergy:
                 if relaxed and log_joint.requires_grad
                 else [None] * len(relaxed)
             )
-        return log_joint.detach(), self._assemble(relaxed, grads, own)
+        log_joint = log_joint.detach()
+        self._record(codes, log_joint)
+        return log_joint, self._assemble(relaxed, grads, own)
 
     def traceable_value_and_grad(self, num_chains: int):
         """:meth:`value_and_grad` for ``num_chains`` chains, uncompiled and unchecked,
         for callers that trace it inside a larger function (after one call of
-        :meth:`value_and_grad`, which runs the checks)."""
+        :meth:`value_and_grad`, which runs the checks), inside :meth:`recording`."""
         return partial(self._value_and_grad, num_chains=num_chains)
+
+    @property
+    def compilable(self) -> Tuple[str, ...]:
+        """Compilers that can compile a whole transition that evaluates this energy for
+        several states: both for a model that broadcasts (``"plate"``), TorchInductor
+        only under :func:`torch.func.vmap` (``torch.jit.trace`` cannot follow it), none
+        for a model evaluated one state at a time or whose control flow reads latent
+        values (run eagerly)."""
+        if self.value_reads or self.batching == "loop":
+            return ()
+        if self.batching == "vmap":
+            return ("inductor",)
+        return ("inductor", "trace")
 
     def value_and_grad(self, codes: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         """Log joint and packed gradient of a batch of states.
 
         :param torch.Tensor codes: long ``[C, D]`` states.
-        :returns: ``(log_joint [C], grad [C, D, W])``, ``W`` the layout's
-            ``grad_width`` (1 when every coordinate is scalar); non-finite entries are
-            replaced by 0 (NaN) or +-1e30 (infinities).
+        :returns: ``(log_joint [C] (float64), grad [C, D, W])``, ``W`` the layout's
+            ``grad_width`` (1 when every coordinate is scalar); non-finite gradient
+            entries are replaced by 0.
+        :raises UnsupportedModelError: naming the sites and the state, when a log
+            density is NaN or ``+inf``.
         """
         num_chains = codes.shape[0]
-        if num_chains > 1 and not self._vectorization_checked:
-            self.check_vectorized(codes)
-        if self.jit_compile:
+        if num_chains > 1 and self.batching is None:
+            self.choose_batching(codes)
+        if self.jit_compile and (num_chains == 1 or self.batching == "plate"):
             compiled = self._compiled.get(num_chains)
             if compiled is None:
                 compiled = self._compile(codes)
-            return compiled(codes)
+            log_joint, grad = compiled(codes)
+            self._record(codes, log_joint)
+            return log_joint, grad
         return self._value_and_grad(codes, num_chains)
 
     def log_joint(
         self, codes: torch.Tensor, batched: bool = True, differentiable: bool = False
     ) -> torch.Tensor:
-        """Log joint density of a batch of states.
+        """Log joint density of a batch of states, in double precision.
 
         :param torch.Tensor codes: long ``[C, D]`` states.
-        :param bool batched: run the chains in one batched run of the model (else one
-            run per chain).
+        :param bool batched: evaluate the states together (as ``self.batching`` says);
+            ``False`` runs the model once per state.
         :param bool differentiable: keep the autograd graph, so that the result can be
             differentiated with respect to the model's parameters (for learning them,
             as :class:`pyro_gwg.train.PCD` does); by default no graph is built.
         :rtype: torch.Tensor
+        :raises UnsupportedModelError: naming the sites and the state, when a log
+            density is NaN or ``+inf``.
         """
         num_chains = codes.shape[0]
-        if not batched and num_chains > 1:
-            return torch.cat(
-                [self.log_joint(c.unsqueeze(0), differentiable=differentiable) for c in codes]
-            )
+        if num_chains > 1 and batched and self.batching is None:
+            self.choose_batching(codes)
         with torch.set_grad_enabled(differentiable and torch.is_grad_enabled()):
-            return self._forward(num_chains, codes, *self._relaxed(codes, False))[0]
+            relaxed = self._relaxed(codes, False)
+            if batched or num_chains == 1:
+                log_joint = self._forward(num_chains, codes, *relaxed)[0]
+            else:
+                log_joint = self._forward_loop(num_chains, codes, *relaxed)[0]
+        self._record(codes, log_joint)
+        return log_joint
 
     def site_log_probs(self, codes: torch.Tensor) -> Dict[str, torch.Tensor]:
         """Per-site log-probability sums of one unbatched state ``codes [1, D]``.
@@ -410,60 +651,194 @@ class DiscreteEnergy:
             trace = self._state_trace(codes, self._relaxed(codes, False), num_chains=1)
             out = {}
             for site in self._sample_nodes(trace):
-                log_prob = self._site_log_prob(site)
+                log_prob = self._site_log_prob(site).double()
                 if self.enumerated and log_prob.dim() > self.max_plate_nesting:
                     keep = log_prob.shape[log_prob.dim() - self.max_plate_nesting :]
                     log_prob = log_prob.reshape((-1,) + keep).logsumexp(0)
                 out[site["name"]] = log_prob.sum()
             return out
 
-    # ------------------------------------------------------------------ batching
-    def check_vectorized(self, codes: torch.Tensor) -> None:
-        """Check that batched evaluation over chains equals chain-by-chain evaluation.
+    # ------------------------------------------------------------------ invalid densities
+    def _record(self, codes: torch.Tensor, log_joint: torch.Tensor) -> None:
+        """Check an evaluation for NaN or ``+inf``: at once when eager, or, inside
+        :meth:`recording`, by keeping it for the caller (a compiled transition cannot
+        raise; it returns a flag that its caller checks)."""
+        if self._recording is not None:
+            self._recording.append((codes, log_joint))
+        elif not bool((log_joint < math.inf).all()):
+            bad = int((~(log_joint < math.inf)).nonzero()[0, 0])
+            self.raise_invalid(codes[bad])
 
-        :raises UnsupportedModelError: naming the first site that does not broadcast
-            over the leading chain dimension.
-        """
-        probe = codes[:2].clone()
-        probe[1] = self._perturb(probe[1:])[0]
+    @contextlib.contextmanager
+    def recording(self) -> Iterator[List[Tuple[torch.Tensor, torch.Tensor]]]:
+        """Within this context evaluations are not checked but listed, as
+        ``(codes, log_joint)`` pairs, for :func:`invalid_evaluations`."""
+        previous, self._recording = self._recording, []
         try:
-            batched = self.log_joint(probe, batched=True)
-        except Exception as e:
-            raise UnsupportedModelError(
-                "The model does not broadcast over a leading chain dimension, which "
-                "batched chains need: {}. Write the model with pyro.plate for every "
-                "batch dimension and reduce only over a site's own dimensions, keeping "
-                "the plate's dimension for sites outside the plate (x.sum(-1, "
-                "keepdim=True), not x.sum() or x.sum(-1)), or run chains one at a "
-                'time (pyro.infer.MCMC, or chain_method="sequential").'.format(e)
-            ) from e
-        one_by_one = self.log_joint(probe, batched=False)
-        if not torch.allclose(batched, one_by_one, rtol=1e-4, atol=1e-4):
-            raise UnsupportedModelError(
-                "Batched chains change the model's log density (batched {} vs one by "
-                "one {}){}. The model mixes chains, typically through a reduction over "
-                "all dimensions (x.sum()), a reduction that drops a plate's dimension "
-                "(x.sum(-1) feeding a site outside the plate) or a reshape; write "
-                "x.sum(-1, keepdim=True), use pyro.plate for batch dimensions, or run "
-                'chains one at a time (pyro.infer.MCMC, or chain_method="sequential").'.format(
-                    batched.tolist(), one_by_one.tolist(), self._mismatching_site(probe)
-                )
+            yield self._recording
+        finally:
+            self._recording = previous
+
+    def raise_invalid(self, codes: torch.Tensor) -> None:
+        """Raise the error for a state ``codes [D]`` whose log density is NaN or
+        ``+inf``, naming the sites responsible.
+
+        :raises UnsupportedModelError: always.
+        """
+        codes = codes.reshape(1, -1).long()
+        with self.recording():
+            total = float(self._forward_plate(1, codes, *self._relaxed(codes, False))[0])
+            terms = self.site_log_probs(codes)
+        bad = [
+            "'{}' ({:g})".format(k, float(v)) for k, v in terms.items() if not float(v) < math.inf
+        ]
+        raise UnsupportedModelError(
+            "The model's log density is {:g} at a state the sampler evaluated: {}. "
+            "Site(s) with a NaN or +inf log-probability there: {}. A log density must "
+            "be finite, or -inf for an impossible state, at every state of the latent "
+            "sites' supports: check the model's parameters and pyro.factor terms at "
+            "this state (for example a log of 0 multiplied by 0, or an infinite "
+            "factor).".format(
+                total,
+                _describe_values(self.values_from_codes(codes), index=0),
+                ", ".join(bad) or "none individually (check pyro.factor terms)",
             )
-        self._vectorization_checked = True
+        )
+
+    # ------------------------------------------------------------------ batching
+    def choose_batching(self, codes: torch.Tensor) -> str:
+        """Choose how several states are evaluated (``self.batching``), by comparing the
+        batched evaluation of probe states with their evaluation one at a time:
+        ``"plate"`` when the model broadcasts, else ``"vmap"`` when it runs under
+        :func:`torch.func.vmap`, else ``"loop"``; the last two with one
+        :class:`BatchingWarning` that says why.
+
+        :param torch.Tensor codes: long ``[C, D]`` valid states (probes are built
+            from them).
+        :returns: the mode chosen.
+        """
+        if self.batching is not None:
+            return self.batching
+        probe = self._probe_states(codes)
+        reasons = {}
+        if self.value_reads:
+            reasons["plate"] = "its Python control flow reads latent values ({})".format(
+                "; ".join(r.describe() for r in self.value_reads)
+            )
+            mode = "loop"
+        else:
+            reference = self._reference(probe)
+            mode = "loop"
+            for candidate in BATCHING_MODES[:2]:
+                reasons[candidate] = self._batching_failure(candidate, probe, reference)
+                if reasons[candidate] is None:
+                    mode = candidate
+                    break
+        self.batching = mode
+        if mode != "plate":
+            warnings.warn(
+                "The model does not broadcast over a batch dimension on the left of its "
+                "plates: {}. pyro-gwg evaluates several states {}, which is exact but "
+                "slower than one batched run of the model. For speed, write the model "
+                "as Pyro's vectorised particles need: every batch dimension in a "
+                "pyro.plate, reductions over a site's own dimensions only, keeping the "
+                "plate dimension for sites outside the plate (x.sum(-1, keepdim=True), "
+                "not x.sum()), .expand only to shapes that include the batch "
+                "dimensions.".format(
+                    reasons["plate"],
+                    "with torch.func.vmap"
+                    if mode == "vmap"
+                    else "one at a time (one run of the model per state and chain)",
+                ),
+                BatchingWarning,
+                stacklevel=4,
+            )
+        return mode
+
+    def check_vectorized(self, codes: torch.Tensor) -> None:
+        """Check that the model broadcasts over a leading batch dimension (the fast
+        ``"plate"`` evaluation), for model authors.
+
+        :param torch.Tensor codes: long ``[C, D]`` valid states (probes are built
+            from them).
+        :raises UnsupportedModelError: saying why it does not, naming the first site
+            that differs where there is one.
+        """
+        probe = self._probe_states(codes)
+        failure = (
+            "its Python control flow reads latent values"
+            if self.value_reads
+            else self._batching_failure("plate", probe, self._reference(probe))
+        )
+        if failure is not None:
+            raise UnsupportedModelError(
+                "The model does not broadcast over a leading batch dimension: {}. Write "
+                "the model with pyro.plate for every batch dimension and reduce only "
+                "over a site's own dimensions, keeping the plate's dimension for sites "
+                "outside the plate (x.sum(-1, keepdim=True), not x.sum() or "
+                "x.sum(-1)).".format(failure)
+            )
+
+    def _probe_states(self, codes: torch.Tensor) -> torch.Tensor:
+        """Two or three distinct valid states: the first state, the first state with
+        every coordinate moved by one step, and a second given state."""
+        rows = [codes[:1], self._perturb(codes[:1])]
+        other = codes[(codes != codes[:1]).any(-1)]
+        if other.shape[0]:
+            rows.append(other[:1])
+        return torch.cat(rows)
+
+    def _reference(self, probe: torch.Tensor):
+        with self.recording():
+            return [self._value_and_grad(probe[i : i + 1], 1) for i in range(probe.shape[0])]
+
+    def _batching_failure(self, mode: str, probe: torch.Tensor, reference) -> Optional[str]:
+        """Why evaluating ``probe`` as ``mode`` differs from evaluating it state by
+        state (``None`` if it does not)."""
+        previous, self.batching = self.batching, mode
+        try:
+            with self.recording():
+                f, grad = self._value_and_grad(probe, probe.shape[0])
+        except Exception as error:  # any failure of the batched run: a reason to fall back
+            if _out_of_memory(error):
+                raise
+            return "{} fails ({}: {})".format(mode, type(error).__name__, _first_line(error))
+        finally:
+            self.batching = previous
+        f_ref = torch.cat([r[0] for r in reference])
+        g_ref = torch.cat([r[1] for r in reference])
+        same_f = torch.allclose(f, f_ref, rtol=_RTOL, atol=_ATOL, equal_nan=True)
+        if same_f and torch.allclose(grad, g_ref, rtol=_RTOL, atol=_ATOL, equal_nan=True):
+            return None
+        detail = (
+            "batched log densities {} against {} one state at a time{}".format(
+                _fmt(f), _fmt(f_ref), self._mismatching_site(probe) if mode == "plate" else ""
+            )
+            if not same_f
+            else "the gradients differ from those computed one state at a time"
+        )
+        return "{} evaluation mixes the states ({})".format(mode, detail)
 
     def _mismatching_site(self, probe: torch.Tensor) -> str:
         if self.enumerated:
             return ""
-        with torch.no_grad():
-            trace = self._state_trace(probe, self._relaxed(probe, False), probe.shape[0])
-            batched = {
-                s["name"]: self._chain_sum(self._site_log_prob(s), probe.shape[0])
-                for s in self._sample_nodes(trace)
-            }
+        try:
+            with torch.no_grad():
+                trace = self._state_trace(probe, self._relaxed(probe, False), probe.shape[0])
+                batched = {
+                    s["name"]: self._chain_sum(self._site_log_prob(s), probe.shape[0]).double()
+                    for s in self._sample_nodes(trace)
+                }
+        except Exception:  # the batched run fails: no site to name
+            return ""
         singles = [self.site_log_probs(probe[i : i + 1]) for i in range(probe.shape[0])]
         for name, value in batched.items():
             expected = torch.stack([s[name] for s in singles])
-            if not torch.allclose(value.expand_as(expected), expected, rtol=1e-4, atol=1e-4):
+            if value.shape != expected.shape and value.numel() not in (1, expected.numel()):
+                return "; the first site that differs is '{}'".format(name)
+            if not torch.allclose(
+                value.reshape(-1).expand_as(expected), expected, rtol=_RTOL, atol=_ATOL
+            ):
                 return "; the first site that differs is '{}'".format(name)
         return ""
 
@@ -480,34 +855,48 @@ class DiscreteEnergy:
         """Trace the whole ``value_and_grad`` (forward and backward pass); where the
         tracer cannot follow a backward formula, trace the forward pass only and
         differentiate the traced graph, as Pyro's HMC does."""
-        num_chains = codes.shape[0]
-        try:
-            compiled = trace_compile(lambda c: self._value_and_grad(c, num_chains), (codes,))
-        except RuntimeError:
-            forward = trace_compile(
-                lambda c, *r: self._forward(num_chains, c, *r),
-                (codes, *self._relaxed(codes, False)),
+        if self.value_reads:
+            raise UnsupportedModelError(
+                "jit_compile=True cannot compile this model: its Python control flow "
+                "reads latent values ({}), and a traced graph would follow one path "
+                "only. Use jit_compile=False (or the default 'auto', which runs such a "
+                "model eagerly).".format("; ".join(r.describe() for r in self.value_reads))
             )
-            compiled = partial(self._value_and_grad, num_chains=num_chains, forward=forward)
-        for probe in (codes, self._perturb(codes)):
-            f_jit, g_jit = compiled(probe)
-            f_eager, g_eager = self._value_and_grad(probe, num_chains)
-            if not (
-                torch.allclose(f_jit, f_eager, rtol=1e-4, atol=1e-4)
-                and torch.allclose(g_jit, g_eager, rtol=1e-4, atol=1e-4)
-            ):
-                raise UnsupportedModelError(
-                    "jit_compile=True gives a different log density than the eager "
-                    "model at a second state: the model's Python control flow depends "
-                    "on latent values, which torch.jit.trace cannot follow. Use "
-                    "jit_compile=False."
+        num_chains = codes.shape[0]
+        with self.recording():
+            try:
+                compiled = trace_compile(lambda c: self._value_and_grad(c, num_chains), (codes,))
+            except RuntimeError:
+                forward = trace_compile(
+                    lambda c, *r: self._forward(num_chains, c, *r),
+                    (codes, *self._relaxed(codes, False)),
                 )
+                compiled = partial(self._value_and_grad, num_chains=num_chains, forward=forward)
+            for probe in (codes, self._perturb(codes)):
+                f_jit, g_jit = compiled(probe)
+                f_eager, g_eager = self._value_and_grad(probe, num_chains)
+                if not (
+                    torch.allclose(f_jit, f_eager, rtol=_RTOL, atol=_ATOL, equal_nan=True)
+                    and torch.allclose(g_jit, g_eager, rtol=_RTOL, atol=_ATOL, equal_nan=True)
+                ):
+                    raise UnsupportedModelError(
+                        "jit_compile=True: the graph that torch.jit.trace recorded gives "
+                        "a different {} than the eager model at a second state, so it "
+                        "does not follow the model (an operation the tracer records as a "
+                        "constant, or value-dependent control flow it could not see). "
+                        "Use jit_compile=False, or 'inductor'.".format(
+                            "log density"
+                            if not torch.allclose(f_jit, f_eager, rtol=_RTOL, atol=_ATOL)
+                            else "gradient"
+                        )
+                    )
         self._compiled[num_chains] = compiled
         return compiled
 
     # ------------------------------------------------------------------ initial states
     def initial_codes(self, num_chains: int = 1) -> torch.Tensor:
-        """Initial states from ``init_strategy`` with a finite log joint.
+        """Initial states from ``init_strategy`` with a finite log joint, checked (see
+        :meth:`check_initial`).
 
         Several chains are initialised in one batched run of the model where the
         strategy allows it (e.g. ``init_to_sample``); chains whose batched draw has a
@@ -521,44 +910,70 @@ class DiscreteEnergy:
         """
         codes = self._batched_initial_codes(num_chains) if num_chains > 1 else None
         if codes is None:
-            return torch.cat([self._single_initial_codes() for _ in range(num_chains)])
-        bad = ~torch.isfinite(self.log_joint(codes))
-        for c in bad.nonzero().reshape(-1).tolist():
-            codes[c] = self._single_initial_codes()[0]
+            codes = torch.cat([self._single_initial_codes() for _ in range(num_chains)])
+        else:
+            self.check_deterministic(codes[:1])
+            bad = ~torch.isfinite(self._unchecked_log_joint(codes))
+            for c in bad.nonzero().reshape(-1).tolist():
+                codes[c] = self._single_initial_codes()[0]
+        self.check_initial(codes)
         return codes
+
+    def _unchecked_log_joint(self, codes: torch.Tensor) -> torch.Tensor:
+        with self.recording():
+            return self.log_joint(codes)
 
     def _batched_initial_codes(self, num_chains: int) -> Optional[torch.Tensor]:
         plated = _in_chain_plate(self.model, num_chains, self.max_plate_nesting)
         try:
-            trace = self._run_model(InitMessenger(self.init_strategy)(plated))
+            with poutine.block():
+                trace = poutine.trace(InitMessenger(self.init_strategy)(plated)).get_trace(
+                    *self.model_args, **self.model_kwargs
+                )
             values = {
                 s.name: trace.nodes[s.name]["value"].reshape((num_chains,) + s.value_shape)
                 for s in self.sites
             }
-        except (RuntimeError, ValueError):  # values without the chain dimension
+        except Exception as error:  # the model does not broadcast: one run per chain
+            if _out_of_memory(error):
+                raise
             return None
-        codes = self.codes_from_values(values)
-        self.check_vectorized(codes)
-        return codes
+        return self.codes_from_values(values, "Initial value")
 
     def _single_initial_codes(self) -> torch.Tensor:
         previous = None
         for _ in range(self.max_init_tries):
             trace = self._prototype_trace()
+            values = {n: site["value"] for n, site in trace.nodes.items() if n in self._names}
+            self._check_signature(trace, values, num_chains=1)
             codes = self.codes_from_values(
-                {s.name: trace.nodes[s.name]["value"].unsqueeze(0) for s in self.sites}
+                {s.name: trace.nodes[s.name]["value"].unsqueeze(0) for s in self.sites},
+                "Initial value",
             )
-            if torch.isfinite(self.log_joint(codes)).all():
+            self.check_deterministic(codes)
+            if torch.isfinite(self._unchecked_log_joint(codes)).all():
                 break
             if previous is not None and torch.equal(previous, codes):
                 break  # a deterministic strategy gives the same state again
             previous = codes
-        self.check_initial(codes)
         return codes
 
     def check_initial(self, codes: torch.Tensor) -> None:
-        """Raise a clear error if any chain of ``codes`` has a -inf or NaN log joint."""
-        log_joint = self.log_joint(codes)
+        """Check initial states: a finite log joint in every chain, the same log joint
+        when evaluated twice (no randomness outside ``pyro.sample``), and, for a model
+        whose control flow reads latent values, the same latent sites at the states
+        next to the first one.
+
+        :param torch.Tensor codes: long ``[C, D]`` states (already checked against the
+            supports by :meth:`codes_from_values`).
+        :raises ValueError: naming the sites with a non-finite log-probability.
+        :raises UnsupportedModelError: for a random model or one whose latent sites
+            change with latent values.
+        """
+        self.check_deterministic(codes[:1])
+        if self.value_reads:
+            self._probe_structure(codes[:1])
+        log_joint = self._unchecked_log_joint(codes)
         for c in range(codes.shape[0]):
             if torch.isfinite(log_joint[c]):
                 continue
@@ -577,6 +992,65 @@ class DiscreteEnergy:
                 )
             )
 
+    def check_deterministic(self, codes: torch.Tensor) -> None:
+        """Evaluate one state twice; refuse a model whose log density differs (it draws
+        random numbers outside ``pyro.sample``). Done once per energy.
+
+        :param torch.Tensor codes: long ``[1, D]`` a state.
+        :raises UnsupportedModelError: naming the sites whose log-probability changed.
+        """
+        if self._checked_state:
+            return
+        first = self.site_log_probs(codes[:1])
+        second = self.site_log_probs(codes[:1])
+        differ = [
+            name
+            for name in first
+            if not torch.allclose(first[name], second[name], rtol=1e-6, atol=1e-6, equal_nan=True)
+        ]
+        if differ:
+            raise UnsupportedModelError(
+                "The model gives two different log densities at the same state ({}): the "
+                "log-probability of site(s) {} changed between two runs. The model draws "
+                "random numbers outside pyro.sample (torch.randn, torch.rand, a dropout "
+                "layer in training mode, ...), so its density is not a function of the "
+                "latent sites and MCMC cannot target it. Make the model deterministic "
+                "given its sample sites: sample the random quantity with pyro.sample, "
+                "fix it outside the model, or put networks in eval mode.".format(
+                    _describe_values(self.values_from_codes(codes[:1]), index=0),
+                    ", ".join(
+                        "'{}' ({:g} then {:g})".format(n, float(first[n]), float(second[n]))
+                        for n in differ
+                    ),
+                )
+            )
+        self._checked_state = True
+
+    def _probe_structure(self, codes: torch.Tensor) -> None:
+        """For a model whose control flow reads latent values: run the model at the states
+        that differ from ``codes [1, D]`` in one coordinate of a site it reads, by up to
+        two steps (at most ``_MAX_STRUCTURE_PROBES`` runs); a change of the latent sites
+        raises (in :meth:`_trace`)."""
+        read = frozenset().union(*(r.sources for r in self.value_reads))
+        layout = self.layout
+        probes = []
+        for site, sl in zip(self.sites, self._slices):
+            if site.name not in read:
+                continue
+            for i in range(sl.start, sl.stop):
+                scalar = bool(layout.is_scalar[i])
+                low = float(layout.lower[i]) if scalar else 0.0
+                high = float(layout.upper[i]) if scalar else float(layout.num_categories[i] - 1)
+                current = int(codes[0, i])
+                for v in range(int(max(low, current - 2)), int(min(high, current + 2)) + 1):
+                    if v != current:
+                        probe = codes[:1].clone()
+                        probe[0, i] = v
+                        probes.append(probe)
+        with self.recording():
+            for probe in probes[:_MAX_STRUCTURE_PROBES]:
+                self._forward_plate(1, probe, *self._relaxed(probe, False))
+
     # ------------------------------------------------------------------ diagnostics
     def warn_gradient_blind_categoricals(self, codes: torch.Tensor) -> None:
         """Warn once per ``Categorical`` site whose value the model uses beyond its own
@@ -584,7 +1058,7 @@ class DiscreteEnergy:
 
         :param torch.Tensor codes: long ``[1, D]`` a valid state.
         """
-        base_total = float(self.log_joint(codes[:1]))
+        base_total = float(self._unchecked_log_joint(codes[:1]))
         base_terms = self.site_log_probs(codes[:1])
         for site, sl in zip(self.sites, self._slices):
             if site.kind != CATEGORICAL or site.num_categories < 2:
@@ -593,7 +1067,7 @@ class DiscreteEnergy:
                 continue
             shifted = codes[:1].clone()
             shifted[:, sl] = (shifted[:, sl] + 1) % site.num_categories
-            total = float(self.log_joint(shifted))
+            total = float(self._unchecked_log_joint(shifted))
             own = float(self.site_log_probs(shifted)[site.name])
             rest_change = (total - own) - (base_total - float(base_terms[site.name]))
             if not abs(rest_change) <= 1e-6 * (1 + abs(base_total)):  # NaN counts too
@@ -612,6 +1086,25 @@ class DiscreteEnergy:
                 )
 
 
+def invalid_evaluations(
+    evaluations: Sequence[Tuple[torch.Tensor, torch.Tensor]], codes: torch.Tensor
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Summary of the evaluations listed by :meth:`DiscreteEnergy.recording`, as tensors
+    (so that a compiled function can return it): whether any log density was NaN or
+    ``+inf``, and the first such state.
+
+    :param evaluations: ``(codes, log_joint)`` pairs.
+    :param torch.Tensor codes: long ``[C, D]`` states, for the result's shape and device
+        when there was no evaluation.
+    :returns: ``(flag [] (bool), codes [D])``.
+    """
+    if not evaluations:
+        return torch.zeros((), dtype=torch.bool, device=codes.device), codes[0]
+    codes = torch.cat([c for c, _ in evaluations])
+    bad = ~(torch.cat([f for _, f in evaluations]) < math.inf)
+    return bad.any(), codes[bad.int().argmax()]
+
+
 def _in_chain_plate(model, num_chains: int, max_plate_nesting: int):
     def batched(*args, **kwargs):
         with pyro.plate(CHAIN_PLATE, num_chains, dim=-1 - max_plate_nesting):
@@ -620,12 +1113,88 @@ def _in_chain_plate(model, num_chains: int, max_plate_nesting: int):
     return batched
 
 
-def guess_max_plate_nesting(trace) -> int:
-    """Deepest plate dimension or batch rank of any sample site (at least 0)."""
-    depth = 0
-    for site in trace.nodes.values():
+def guess_max_plate_nesting(trace, with_site: bool = False):
+    """Deepest plate dimension or batch rank of any sample site (at least 0).
+
+    :param bool with_site: also return the name of a site at that depth.
+    """
+    depth, deepest = 0, None
+    for name, site in trace.nodes.items():
         if site["type"] != "sample" or isinstance(site["fn"], _Subsample):
             continue
         dims = [-f.dim for f in site["cond_indep_stack"] if f.vectorized]
-        depth = max([depth, len(site["fn"].batch_shape)] + dims)
-    return depth
+        site_depth = max([len(site["fn"].batch_shape)] + dims)
+        if site_depth > depth:
+            depth, deepest = site_depth, name
+    return (depth, deepest) if with_site else depth
+
+
+def _out_of_memory(error: BaseException) -> bool:
+    """Whether ``error`` is an allocation failure (which must surface, never be taken
+    for a model that does not broadcast)."""
+    if isinstance(error, (MemoryError, torch.OutOfMemoryError)):
+        return True
+    text = str(error)
+    return "can't allocate memory" in text or "out of memory" in text.lower()
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else ""
+
+
+def _fmt(values: torch.Tensor) -> str:
+    return "[{}]".format(", ".join("{:.6g}".format(float(v)) for v in values.reshape(-1)))
+
+
+def _describe_values(values: Dict[str, torch.Tensor], index: Optional[int] = None) -> str:
+    """``{'x': [0, 1], 'n': 3}``-style description of (one state of) site values."""
+    parts = []
+    for name, value in values.items():
+        value = torch.as_tensor(value)
+        if index is not None:
+            value = value[index]
+        value = value.detach()
+        if value.is_floating_point() and bool((value == value.round()).all()):
+            value = value.long()
+        text = str(value.tolist())
+        parts.append("'{}': {}".format(name, text if len(text) <= 80 else text[:77] + "..."))
+    return "{" + ", ".join(parts) + "}"
+
+
+def _log_prob_failure(site, error: BaseException, latent) -> str:
+    value = site["value"]
+    observed = site["is_observed"] and site["name"] not in latent
+    dist_name = type(unwrap_distribution(site["fn"])).__name__
+    hint = ""
+    if (
+        isinstance(value, torch.Tensor)
+        and not value.is_floating_point()
+        and not isinstance(unwrap_distribution(site["fn"]), torch.distributions.Categorical)
+    ):
+        hint = (
+            " The {}value has the integer dtype {}, and {}.log_prob needs a floating-point "
+            "value: pass it as a float tensor (e.g. obs=y.float()).".format(
+                "observed " if observed else "", value.dtype, dist_name
+            )
+        )
+    return (
+        "Computing the log-probability of {}site '{}' ({}) failed at a value of dtype {} "
+        "and shape {}: {}: {}.{}"
+    ).format(
+        "observed " if observed else "latent ",
+        site["name"],
+        dist_name,
+        getattr(value, "dtype", type(value).__name__),
+        tuple(getattr(value, "shape", ())),
+        type(error).__name__,
+        _first_line(error),
+        hint,
+    )
+
+
+def _note_model_error(error: BaseException) -> None:
+    """Add a note to an error raised inside the model (where Python has ``add_note``)."""
+    note = "(raised while pyro-gwg ran the model)"
+    if hasattr(error, "add_note") and note not in getattr(error, "__notes__", ()):
+        error.add_note(note)

@@ -236,18 +236,15 @@ def exact_posterior(
 
 
 def _enumerate_log_joint(energy: DiscreteEnergy, num_states: int, chunk_size: int) -> torch.Tensor:
+    """``[S]`` float64 log joint of every state, ``chunk_size`` states per evaluation
+    (batched as the model allows: :meth:`DiscreteEnergy.choose_batching
+    <pyro_gwg.DiscreteEnergy.choose_batching>` warns when it cannot broadcast)."""
     numbering = StateIndex(energy.layout)
-    batched = num_states > 1
-    if batched:
-        try:
-            energy.check_vectorized(numbering.decode(torch.arange(2)))
-        except UnsupportedModelError:
-            batched = False
+    energy.check_deterministic(numbering.decode(torch.arange(1)))
     out = []
     for start in range(0, num_states, chunk_size):
         index = torch.arange(start, min(start + chunk_size, num_states))
-        codes = numbering.decode(index)
-        out.append(energy.log_joint(codes, batched=batched))
+        out.append(energy.log_joint(numbering.decode(index)))
     return torch.cat(out)
 
 

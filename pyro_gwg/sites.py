@@ -38,6 +38,7 @@ __all__ = [
     "ONE_HOT",
     "ORDINAL",
     "UnsupportedModelError",
+    "base_constraint",
     "build_layout",
     "classify_site",
     "unwrap_distribution",
@@ -66,7 +67,8 @@ def unwrap_distribution(fn):
     return fn
 
 
-def _base_constraint(support):
+def base_constraint(support):
+    """The constraint below any ``independent`` wrappers."""
     while isinstance(support, constraints.independent):
         support = support.base_constraint
     return support
@@ -149,11 +151,83 @@ class DiscreteSite:
             return (codes.unsqueeze(-1) == categories).to(torch.get_default_dtype())
         return codes.to(torch.get_default_dtype())
 
-    def decode(self, value: torch.Tensor) -> torch.Tensor:
-        """Codes (long) from a model value ``[..., *value_shape]``."""
+    def decode(self, value, what: str = "Value") -> torch.Tensor:
+        """Codes (long) ``[C, *coord_shape]`` from model values ``[C, *value_shape]``,
+        checked: the shape, whole numbers, and the site's support.
+
+        :param value: a tensor, array or nested list.
+        :param str what: how to call the value in error messages.
+        :raises ValueError: naming the site, the offending entry and the support.
+        """
+        try:
+            value = torch.as_tensor(value)
+        except (TypeError, ValueError, RuntimeError) as error:
+            raise ValueError(
+                "{} of latent site {} is not a tensor of numbers: {!r} ({})".format(
+                    what, self.describe(), value, error
+                )
+            ) from None
+        rank = len(self.value_shape)
+        if value.dim() != rank + 1 or tuple(value.shape[1:]) != tuple(self.value_shape):
+            raise ValueError(
+                "{} of latent site {} has shape {}; expected {} (a leading dimension of "
+                "chains or draws, then the site's shape).".format(
+                    what,
+                    self.describe(),
+                    tuple(value.shape),
+                    "(C, {})".format(", ".join(map(str, self.value_shape))) if rank else "(C,)",
+                )
+            )
+        if value.dtype == torch.bool:
+            value = value.long()
+        if value.is_complex():
+            raise ValueError("{} of latent site {} is complex.".format(what, self.describe()))
+        if value.is_floating_point():
+            whole = torch.isfinite(value) & (value == value.round())
+            self._refuse(what, value, ~whole, "a whole number")
+        codes = value.argmax(-1) if self.kind == ONE_HOT else value.round().long()
         if self.kind == ONE_HOT:
-            return value.argmax(-1)
-        return value.round().long() if value.is_floating_point() else value.long()
+            is_one_hot = ((value == 0) | (value == 1)).all(-1) & (value.sum(-1) == 1)
+            self._refuse(what, value, ~is_one_hot, "a one-hot vector (one 1, zeros elsewhere)")
+        elif self.kind == CATEGORICAL:
+            inside = (codes >= 0) & (codes < self.num_categories)
+            self._refuse(
+                what, value, ~inside, "a category in 0 .. {}".format(self.num_categories - 1)
+            )
+        else:
+            lower, upper = self.lower.to(value.device), self.upper.to(value.device)
+            inside = (value >= lower) & (value <= upper)
+            self._refuse(what, value, ~inside, self._support_text())
+        return codes
+
+    def _support_text(self) -> str:
+        if self.kind == BINARY:
+            return "0 or 1"
+        low, high = float(self.lower.min()), float(self.upper.max())
+        if float(self.lower.max()) == low and float(self.upper.min()) == high:
+            if high == float("inf"):
+                return "an integer >= {:g}".format(low) if low > -float("inf") else "an integer"
+            return "an integer in {:g} .. {:g}".format(low, high)
+        return "an integer within the site's bounds (lower {}, upper {})".format(
+            self.lower.tolist(), self.upper.tolist()
+        )
+
+    def _refuse(self, what: str, value: torch.Tensor, bad: torch.Tensor, expected: str) -> None:
+        if not bool(bad.any()):
+            return
+        index = tuple(int(i) for i in bad.nonzero()[0])
+        raise ValueError(
+            "{} of latent site {} is outside the site's support: {}{} (chain/draw {}); a "
+            "value of this site must be {}. Give a value in the support (init_to_value, "
+            "initial_params, or the draws passed in).".format(
+                what,
+                self.describe(),
+                value[index].tolist(),
+                " at position {}".format(index[1:]) if len(index) > 1 else "",
+                index[0],
+                expected,
+            )
+        )
 
     def describe(self) -> str:
         """Short human-readable description, e.g. ``'z' (Categorical, 3 categories)``."""
@@ -179,7 +253,7 @@ def classify_site(name: str, fn, value: torch.Tensor) -> DiscreteSite:
     base_dist = unwrap_distribution(fn)
     dist_name = type(base_dist).__name__
     try:
-        support = _base_constraint(fn.support)
+        support = base_constraint(fn.support)
         is_discrete = support.is_discrete
     except NotImplementedError:
         raise UnsupportedModelError(

@@ -140,9 +140,11 @@ def test_step_size_adapts_toward_the_target_acceptance(kernel, start):
     stats = sampler.diagnostics()
     eps = stats["step_size"]
     assert (eps == eps[0]).all()  # frozen after warmup
-    # the step size moved away from a start that is far too small or too large
+    # the step size moved away from a start that is far too small or too large (PAVG's
+    # fitted preconditioner carries part of the scale, so its step size moves less)
     moved = eps[0].median() / start
-    assert moved > 10 if start < 1 else moved < 0.1
+    factor = 2 if kernel == "PAVG" else 10
+    assert moved > factor if start < 1 else moved < 1 / factor
     rate = float(stats["accept_prob"].mean())
     assert abs(rate - 0.574) < 0.1, rate
 
@@ -175,7 +177,7 @@ def test_pavg_with_the_coupling_matrix_is_block_gibbs():
     sampler = PAVG(lattice_ising, preconditioner=hessian, step_size=100.0, jit_compile=True)
     codes = draw_codes(sampler, 64, 300, 0, size, coupling)
     stats = sampler.diagnostics()
-    assert torch.allclose(stats["accept_prob"], torch.ones(300, 64), atol=1e-4)
+    assert torch.allclose(stats["accept_prob"], torch.ones(300, 64).double(), atol=1e-4)
     assert (stats["num_changed"] > 1).float().mean() > 0.1  # block moves
     assert_exact(codes, exact_posterior(lattice_ising, size, coupling))
 

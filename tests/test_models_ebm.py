@@ -25,7 +25,7 @@ def test_model_broadcasts_over_chains_and_gives_input_gradients():
     f, grad = energy.value_and_grad(codes)
     x = codes.float().requires_grad_()
     expected = torch.autograd.grad(net(x).sum(), x)[0]
-    assert torch.allclose(f, net(codes.float()).detach(), atol=1e-5)
+    assert torch.allclose(f, net(codes.float()).detach().double(), atol=1e-5)
     assert torch.allclose(grad.squeeze(-1), expected, atol=1e-5)
 
 

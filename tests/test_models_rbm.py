@@ -60,7 +60,7 @@ def test_model_broadcasts_over_chains():
     codes = torch.randint(0, 2, (5, 7))
     energy.check_vectorized(codes)
     expected = rbm_log_density(codes, params) - F.softplus(params.visible_bias).sum()
-    assert torch.allclose(energy.log_joint(codes), expected, atol=1e-5)
+    assert torch.allclose(energy.log_joint(codes), expected.double(), atol=1e-5)
 
 
 def test_block_gibbs_samples_exactly():

@@ -1,5 +1,6 @@
 """Site classification, encoding and the flat layout."""
 
+import numpy as np
 import pyro.distributions as dist
 import pytest
 import torch
@@ -38,7 +39,7 @@ def test_classification_and_encoding(fn, kind, coord_shape, categories):
     assert site.kind == kind
     assert tuple(site.coord_shape) == coord_shape
     assert site.num_categories == categories
-    codes = site.decode(value)
+    codes = site.decode(value.unsqueeze(0))[0]
     assert codes.shape == coord_shape and codes.dtype == torch.long
     assert torch.equal(site.encode(codes), value.to(site.encode(codes).dtype))
 
@@ -69,3 +70,34 @@ def test_layout_offsets_and_types():
 def test_continuous_site_is_refused():
     with pytest.raises(UnsupportedModelError, match="'mu' is continuous"):
         classify_site("mu", dist.Normal(0.0, 1.0), torch.tensor(0.0))
+
+
+BAD_VALUES = [
+    # (distribution, value given, what the message must say)
+    (dist.Bernoulli(0.3).expand([3]), [0.0, 2.0, 1.0], "2.0 at position \\(1,\\).*0 or 1"),
+    (dist.Bernoulli(0.3).expand([3]), [0.0, 0.5, 1.0], "0.5 at position \\(1,\\).*whole number"),
+    (dist.Geometric(0.3), -2.0, "-2.0 .*integer >= 0"),
+    (dist.Poisson(2.0), float("nan"), "nan.*whole number"),
+    (dist.Binomial(4, 0.5), 5, "5 .*integer in 0 .. 4"),
+    (dist.Categorical(logits=torch.zeros(3)), 3, "3 .*category in 0 .. 2"),
+    (dist.Categorical(logits=torch.zeros(3)), -1, "-1 .*category in 0 .. 2"),
+    (dist.OneHotCategorical(logits=torch.zeros(3)), [1.0, 1.0, 0.0], "one-hot vector"),
+    (dist.OneHotCategorical(logits=torch.zeros(3)), [0.0, 0.0, 0.0], "one-hot vector"),
+    (dist.Bernoulli(0.3).expand([3]), [0.0, 1.0], "shape \\(1, 2\\); expected \\(C, 3\\)"),
+    (dist.Bernoulli(0.3), "abc", "not a tensor of numbers"),
+]
+
+
+@pytest.mark.parametrize("fn,value,message", BAD_VALUES)
+def test_values_outside_the_support_are_refused_naming_the_site(fn, value, message):
+    site = classify_site("s", fn, fn.sample())
+    value = value if isinstance(value, str) else torch.tensor(value).unsqueeze(0)
+    with pytest.raises(ValueError, match="Initial value of latent site 's'.*" + message):
+        site.decode(value, "Initial value")
+
+
+def test_values_given_as_arrays_lists_and_bools_are_decoded():
+    site = classify_site("s", dist.Bernoulli(0.3).expand([3]), torch.zeros(3))
+    expected = torch.tensor([[0, 1, 1]])
+    for value in (np.array([[0.0, 1.0, 1.0]]), [[0, 1, 1]], torch.tensor([[False, True, True]])):
+        assert torch.equal(site.decode(value), expected)

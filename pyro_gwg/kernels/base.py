@@ -23,16 +23,26 @@ from pyro.infer.autoguide.initialization import init_to_sample
 from pyro.infer.mcmc.mcmc_kernel import MCMCKernel
 
 from pyro_gwg.compilation import CompilationWarning, compile_function
-from pyro_gwg.energy import DiscreteEnergy
+from pyro_gwg.energy import DiscreteEnergy, invalid_evaluations
 from pyro_gwg.sites import UnsupportedModelError
 
-__all__ = ["DiscreteKernel", "JIT_MODES"]
+__all__ = ["DiscreteKernel", "JIT_MODES", "StuckChainWarning"]
 
 #: values of ``jit_compile``
 JIT_MODES = (False, True, "auto", "inductor")
 
+#: a chain that changes state in less than this fraction of its steps after warmup
+#: (and at least ``STUCK_MIN_STEPS`` steps) is reported by a :class:`StuckChainWarning`
+STUCK_FRACTION = 0.01
+STUCK_MIN_STEPS = 100
+
 # ``(state, value_and_grad) -> (state, info, extras)``: the functions that get compiled
 Transition = Callable[[NamedTuple, Callable], Tuple[NamedTuple, NamedTuple, tuple]]
+
+
+class StuckChainWarning(UserWarning):
+    """After warmup, a chain almost never changed state: its draws may not represent the
+    posterior."""
 
 
 class DiscreteKernel(MCMCKernel):
@@ -108,6 +118,10 @@ class DiscreteKernel(MCMCKernel):
         (through :meth:`transition`) rather than in compiled chunks."""
         return type(self)._adapt is not DiscreteKernel._adapt
 
+    def _check_model(self) -> None:
+        """Refuse settings that do not fit the bound model (default: none); called by
+        :meth:`setup` and :meth:`bind`."""
+
     def _compile_key(self) -> tuple:
         """Settings baked into a compiled transition (for example a number of draws that
         fixes a tensor shape); a change compiles the transition anew (default: none)."""
@@ -123,6 +137,7 @@ class DiscreteKernel(MCMCKernel):
         """
         self._reset()
         self.energy = energy
+        self._check_model()
 
     def init_state(self, codes: torch.Tensor, value_and_grad=None) -> NamedTuple:
         """The kernel state at ``codes``, every row a chain (one evaluation).
@@ -155,7 +170,9 @@ class DiscreteKernel(MCMCKernel):
         self._params: Optional[Dict[str, torch.Tensor]] = None
         self._phase_accepted = 0
         self._phase_draws = 0
-        self._draw_stats: Dict[str, List[torch.Tensor]] = {}
+        self._draw_stats: Dict[str, torch.Tensor] = {}  # [capacity, C] rows (see _record)
+        self._moved: Optional[torch.Tensor] = None  # per chain: steps that changed the state
+        self._sampled = 0  # steps after warmup
 
     def setup(self, warmup_steps: int, *args, **kwargs) -> None:
         if self.model is None:
@@ -177,8 +194,18 @@ class DiscreteKernel(MCMCKernel):
                 "Every latent discrete site of the model has a single possible value; "
                 "there is nothing to sample."
             )
+        self._check_model()
         if self._initial_params is not None:
-            codes = self.energy.codes_from_values(self._with_chain_dim(self._initial_params))
+            codes = self.energy.codes_from_values(
+                self._with_chain_dim(self._initial_params), "Initial value"
+            )
+            if codes.shape[0] != self.vectorized_chains:
+                raise ValueError(
+                    "initial_params hold {} state(s) but {} chain(s) are run; give one "
+                    "initial value per chain (a leading dimension of size {}).".format(
+                        codes.shape[0], self.vectorized_chains, self.vectorized_chains
+                    )
+                )
             self.energy.check_initial(codes)
         else:
             codes = self.energy.initial_codes(self.vectorized_chains)
@@ -230,6 +257,8 @@ class DiscreteKernel(MCMCKernel):
         self._state, info, values = self._step_fns[key](self._state)
         if self._t < self._warmup_steps:
             self._adapt(info)
+        else:
+            self._count_moves(info.accepted & (info.num_changed > 0))
         self._t += 1
         return info, values
 
@@ -255,8 +284,51 @@ class DiscreteKernel(MCMCKernel):
         if key not in self._chunk_fns:
             self._chunk_fns[key] = self._compile(self._chunk(num_steps, code_dtype), backend)
         self._state, info, (codes, log_joint) = self._chunk_fns[key](self._state)
+        after_warmup = slice(max(self._warmup_steps - self._t, 0), None)
+        moved = (info.accepted & (info.num_changed > 0))[:, after_warmup]
+        if moved.shape[1]:
+            self._count_moves(moved.sum(1), moved.shape[1])
         self._t += num_steps
         return info, codes, log_joint
+
+    def _count_moves(self, moved: torch.Tensor, steps: int = 1) -> None:
+        self._moved = moved.long() if self._moved is None else self._moved + moved
+        self._sampled += steps
+
+    def _warn_if_stuck(self) -> None:
+        """Warn about chains that changed state in almost none of their steps after
+        warmup (see :data:`STUCK_FRACTION`)."""
+        if self._moved is None or self._sampled < STUCK_MIN_STEPS:
+            return
+        fraction = self._moved.double().cpu() / self._sampled
+        stuck = (fraction < STUCK_FRACTION).nonzero().reshape(-1).tolist()
+        if not stuck:
+            return
+        warnings.warn(
+            "After warmup, {} of {} changed state in fewer than {:.0%} of {} steps "
+            "(lowest: {:.2%}): {} may be stuck, and {} draws would then not represent the "
+            "posterior. A likelihood that is sharply peaked, or initial values far from "
+            "the posterior, can do this. Check the draws (trace plots, n_eff), run more "
+            "warmup, start nearer the posterior (init_to_value), or use another kernel "
+            "(Gibbs{}).".format(
+                "chains {}".format(", ".join(map(str, stuck)))
+                if len(stuck) > 1
+                else ("chain {}".format(stuck[0]) if fraction.numel() > 1 else "the chain"),
+                type(self).__name__,
+                STUCK_FRACTION,
+                self._sampled,
+                float(fraction.min()),
+                "they" if len(stuck) > 1 else "it",
+                "their" if len(stuck) > 1 else "its",
+                self._stuck_advice(),
+            ),
+            StuckChainWarning,
+            stacklevel=3,
+        )
+
+    def _stuck_advice(self) -> str:
+        """Kernel-specific advice appended to the stuck-chain warning."""
+        return ""
 
     def sample(self, params: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
         if params is not self._params:  # the caller changed the state: start from it
@@ -283,7 +355,8 @@ class DiscreteKernel(MCMCKernel):
 
     def diagnostics(self) -> Dict[str, object]:
         stats: Dict[str, object] = {"divergences": []}
-        draws = {k: torch.stack(v) for k, v in self._draw_stats.items()}
+        recorded = self._num_recorded if self._draw_stats else 0
+        draws = {k: v[:recorded] for k, v in self._draw_stats.items()}
         if self.vectorized_chains == 1:
             draws = {k: v.squeeze(-1) for k, v in draws.items()}
         if "accepted" in draws:
@@ -292,6 +365,7 @@ class DiscreteKernel(MCMCKernel):
         return stats
 
     def cleanup(self) -> None:
+        self._warn_if_stuck()
         self._initial_params = None
         self._reset()
 
@@ -336,16 +410,19 @@ class DiscreteKernel(MCMCKernel):
         def eager(current: NamedTuple) -> tuple:
             return fn(current, self.energy.value_and_grad)
 
-        if backend is None or not self._compiled_mode:
+        if backend is None or not self._compiled_mode or backend not in self.energy.compilable:
             return eager
+        energy = self.energy
         state = self._state
-        value_and_grad = self.energy.traceable_value_and_grad(state.codes.shape[0])
+        value_and_grad = energy.traceable_value_and_grad(state.codes.shape[0])
         state_type, types = type(state), []
 
         def flat(*tensors: torch.Tensor) -> tuple:
-            new_state, info, extras = fn(state_type(*tensors), value_and_grad)
+            with energy.recording() as evaluations:
+                new_state, info, extras = fn(state_type(*tensors), value_and_grad)
             types.append(type(info))
-            return (*new_state, *info, *extras)
+            checks = invalid_evaluations(evaluations, new_state.codes)
+            return (*new_state, *info, *extras, *checks)
 
         compiled = compile_function(flat, tuple(state), backend)
         if compiled is None:
@@ -354,8 +431,11 @@ class DiscreteKernel(MCMCKernel):
 
         def run(current: NamedTuple) -> tuple:
             out = compiled(*current)
+            invalid, bad_codes = out[-2:]
+            if bool(invalid):
+                energy.raise_invalid(bad_codes)
             info = types[0](*out[num_state : num_state + num_info])
-            return state_type(*out[:num_state]), info, tuple(out[num_state + num_info :])
+            return state_type(*out[:num_state]), info, tuple(out[num_state + num_info : -2])
 
         return run
 
@@ -384,9 +464,20 @@ class DiscreteKernel(MCMCKernel):
         return self._state
 
     def _record(self, info: NamedTuple) -> None:
-        for name, value in info._asdict().items():
-            self._draw_stats.setdefault(name, []).append(value)
-        self._draw_stats.setdefault("log_joint", []).append(self._state.log_joint)
+        # one row per draw in a [capacity, C] tensor per statistic, grown geometrically
+        # (a list of per-step tensors costs several times the draws themselves)
+        if not self._draw_stats:
+            self._num_recorded = 0
+        row = self._num_recorded
+        for name, value in dict(info._asdict(), log_joint=self._state.log_joint).items():
+            buffer = self._draw_stats.get(name)
+            if buffer is None or row == buffer.shape[0]:
+                grown = value.new_empty((max(16, 2 * row),) + tuple(value.shape))
+                if buffer is not None:
+                    grown[:row] = buffer
+                buffer = self._draw_stats[name] = grown
+            buffer[row] = value.detach()
+        self._num_recorded = row + 1
 
     def _with_chain_dim(self, values: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
         if self.vectorized_chains > 1:

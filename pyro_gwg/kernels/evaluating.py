@@ -13,6 +13,7 @@ from typing import Optional, Union
 import torch
 from pyro.infer.autoguide.initialization import init_to_sample
 
+from pyro_gwg._validation import check_integer
 from pyro_gwg.kernels.base import DiscreteKernel
 
 __all__ = ["EvaluatingKernel"]
@@ -21,9 +22,10 @@ __all__ = ["EvaluatingKernel"]
 class EvaluatingKernel(DiscreteKernel):
     """Base class of the gradient-free kernels.
 
-    :param callable model: a Pyro model whose latent sites are discrete; it must
-        broadcast over a leading batch dimension (checked), as the states of one step
-        are evaluated in one batched run.
+    :param callable model: a Pyro model whose latent sites are discrete; the states of
+        one step are evaluated in one batched run where the model broadcasts over a
+        leading batch dimension, else with :func:`torch.func.vmap` or one at a time
+        (with a :class:`~pyro_gwg.BatchingWarning`).
     :param int chunk_size: most states per batched run of the model.
     :param jit_compile: compilation of the whole transition: ``"auto"`` (default),
         ``True``, ``"inductor"`` or ``False``; see :class:`~pyro_gwg.DiscreteKernel`.
@@ -43,8 +45,7 @@ class EvaluatingKernel(DiscreteKernel):
         max_plate_nesting: Optional[int] = None,
         init_strategy=init_to_sample,
     ) -> None:
-        if int(chunk_size) != chunk_size or chunk_size < 1:
-            raise ValueError("chunk_size must be a positive integer, got {}".format(chunk_size))
+        chunk_size = check_integer("chunk_size", chunk_size, 1)
         super().__init__(
             model,
             jit_compile=jit_compile,
@@ -52,20 +53,14 @@ class EvaluatingKernel(DiscreteKernel):
             init_strategy=init_strategy,
         )
         self.chunk_size = int(chunk_size)
-        self._checked_energy = None
 
     def _log_joint(self, codes: torch.Tensor) -> torch.Tensor:
         """``codes [N, D] -> [N]``: the model's log joint, in one batched run."""
         return self.energy.log_joint(codes)
 
     def _check_batching(self, codes: torch.Tensor) -> None:
-        """Check once per model set-up that the model broadcasts over a batch dimension
-        (even for a single chain, whose step evaluates many states at once)."""
-        if self._checked_energy is not self.energy:
-            self.energy.check_vectorized(codes[:1].expand(2, -1).clone())
-            self._checked_energy = self.energy
-
-    def __getstate__(self):
-        state = super().__getstate__()
-        state["_checked_energy"] = None
-        return state
+        """Choose how the model evaluates many states at once (even for a single chain,
+        whose step evaluates many states; see
+        :meth:`DiscreteEnergy.choose_batching <pyro_gwg.DiscreteEnergy.choose_batching>`)."""
+        if self.energy.batching is None:
+            self.energy.choose_batching(codes)

@@ -7,6 +7,7 @@ from typing import NamedTuple, Optional, Tuple, Union
 import torch
 from pyro.infer.autoguide.initialization import init_to_sample
 
+from pyro_gwg._validation import check_integer
 from pyro_gwg.kernels.evaluating import EvaluatingKernel
 from pyro_gwg.proposals.blocks import StepInfo, window_width
 from pyro_gwg.proposals.gibbs import GibbsState, gibbs_init, gibbs_step
@@ -76,8 +77,7 @@ class Gibbs(EvaluatingKernel):
     ) -> None:
         if scan not in SCANS:
             raise ValueError("scan must be one of {}, got {!r}".format(SCANS, scan))
-        if int(window) != window or window < 1:
-            raise ValueError("window must be a positive integer, got {}".format(window))
+        window = check_integer("window", window, 1)
         super().__init__(
             model,
             chunk_size=chunk_size,

@@ -9,6 +9,7 @@ import torch
 from pyro.infer.autoguide.initialization import init_to_sample
 from pyro.ops.dual_averaging import DualAveraging
 
+from pyro_gwg._validation import check_number, is_integer
 from pyro_gwg.kernels.base import DiscreteKernel
 from pyro_gwg.proposals.gwg import GWGInfo, GWGState, gwg_init, gwg_step
 
@@ -34,8 +35,16 @@ class GWG(DiscreteKernel):
 
     .. math:: \min\Big(1, e^{f(x') - f(x)} \frac{q(i, v' \mid x')}{q(i, v \mid x)}\Big)
 
-    (Algorithm 1). ``num_flips = N > 1`` draws ``N`` coordinates with replacement and
-    moves each distinct one (Appendix D, Eq. 27; see :mod:`pyro_gwg.proposals.gwg`).
+    (Algorithm 1), where the kernel uses the *defensive mixture*
+    :math:`q_w = (1 - w)\, q + w\, U(N(x))` with the uniform distribution over the
+    valid moves (weight ``uniform_weight``; :func:`~pyro_gwg.proposals.gwg.defensive_mixture`):
+    where the first-order estimate is badly wrong (a one-hot site in a sharp
+    likelihood, an infinite derivative) the gradient proposal alone can put
+    probability :math:`e^{-100}` on every move that the target favours and freeze the
+    chain; under :math:`q_w` every move keeps probability at least
+    :math:`w / |N(x)|` in both directions. ``num_flips = N > 1`` draws ``N`` coordinates
+    with replacement and moves each distinct one (Appendix D, Eq. 27; see
+    :mod:`pyro_gwg.proposals.gwg`).
     Each step costs one forward and one backward pass of the model, at the proposed
     state. The proposal is a valid MH proposal whatever the gradient, so the chain
     targets the exact posterior even where the gradient is uninformative.
@@ -58,6 +67,8 @@ class GWG(DiscreteKernel):
     :type num_flips: int or str
     :param float temperature: proposal temperature :math:`\tau`; 2 is the locally
         balanced choice of the paper.
+    :param float uniform_weight: weight :math:`w` in :math:`[0, 1)` of the uniform
+        component of the proposal (default 0.05; 0 is the paper's proposal).
     :param float target_accept_prob: acceptance probability that ``num_flips="auto"``
         aims at (default 0.574, as for the step size of the NCG kernels).
     :param jit_compile: compilation of the whole transition: ``"auto"`` (default),
@@ -88,26 +99,24 @@ class GWG(DiscreteKernel):
         *,
         num_flips: Union[int, str] = 1,
         temperature: float = 2.0,
+        uniform_weight: float = 0.05,
         target_accept_prob: float = 0.574,
         jit_compile: Union[bool, str] = "auto",
         max_plate_nesting: Optional[int] = None,
         init_strategy=init_to_sample,
     ) -> None:
-        if num_flips != "auto" and (
-            isinstance(num_flips, str) or int(num_flips) != num_flips or num_flips < 1
-        ):
+        if num_flips != "auto" and not is_integer(num_flips, 1):
             raise ValueError(
                 "num_flips must be a positive integer or 'auto', got {!r}".format(num_flips)
             )
-        if not temperature > 0:
-            raise ValueError("temperature must be positive, got {}".format(temperature))
-        if not 0 < target_accept_prob < 1:
-            raise ValueError(
-                "target_accept_prob must lie in (0, 1), got {}".format(target_accept_prob)
-            )
         self.num_flips = num_flips if num_flips == "auto" else int(num_flips)
-        self.temperature = float(temperature)
-        self.target_accept_prob = float(target_accept_prob)
+        self.temperature = check_number(
+            "temperature", temperature, 0, math.inf, low_open=True, high_open=True
+        )
+        self.uniform_weight = check_number("uniform_weight", uniform_weight, 0, 1, high_open=True)
+        self.target_accept_prob = check_number(
+            "target_accept_prob", target_accept_prob, 0, 1, low_open=True, high_open=True
+        )
         #: with ``num_flips="auto"``: the value frozen at the end of the last warmup
         self.adapted_num_flips: Optional[int] = None
         super().__init__(
@@ -148,13 +157,33 @@ class GWG(DiscreteKernel):
         if final:
             self.adapted_num_flips = self._flips
 
+    def _check_model(self) -> None:
+        num_coords = self.energy.layout.num_coords
+        if self.num_flips != "auto" and self.num_flips > num_coords:
+            raise ValueError(
+                "GWG(num_flips={}) draws more coordinates per step than the model has ({}): "
+                "nearly every coordinate would move at every step and the chain could "
+                "not settle. Use num_flips <= {}, or num_flips='auto' to adapt it during "
+                "warmup.".format(self.num_flips, num_coords, num_coords)
+            )
+
     def _compile_key(self) -> tuple:
         return (self.current_num_flips,)
 
     def _init_state(self, codes: torch.Tensor, value_and_grad) -> GWGState:
-        return gwg_init(codes, value_and_grad, self.energy.layout, self.temperature)
+        return gwg_init(
+            codes, value_and_grad, self.energy.layout, self.temperature, self.uniform_weight
+        )
 
     def _step(self, state: NamedTuple, value_and_grad) -> Tuple[GWGState, GWGInfo]:
         return gwg_step(
-            state, value_and_grad, self.energy.layout, self.temperature, self.current_num_flips
+            state,
+            value_and_grad,
+            self.energy.layout,
+            self.temperature,
+            self.current_num_flips,
+            self.uniform_weight,
         )
+
+    def _stuck_advice(self) -> str:
+        return ", or GWG with a larger uniform_weight, e.g. 0.9"

@@ -7,6 +7,7 @@ from typing import NamedTuple, Optional, Sequence, Tuple, Union
 import torch
 from pyro.infer.autoguide.initialization import init_to_sample
 
+from pyro_gwg._validation import check_integer
 from pyro_gwg.kernels.evaluating import EvaluatingKernel
 from pyro_gwg.proposals.blocks import StepInfo, ball_shifts, window_width
 from pyro_gwg.proposals.hamming_ball import (
@@ -64,8 +65,7 @@ class HammingBall(EvaluatingKernel):
         init_strategy=init_to_sample,
     ) -> None:
         for name, value in (("block_size", block_size), ("radius", radius), ("window", window)):
-            if int(value) != value or value < 1:
-                raise ValueError("{} must be a positive integer, got {}".format(name, value))
+            check_integer(name, value, 1)
         if blocks is not None:
             blocks = torch.as_tensor(blocks, dtype=torch.long)
             if blocks.dim() != 2 or blocks.numel() == 0:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple, Optional, Tuple, Union
 
 import torch
 from pyro.infer.autoguide.initialization import init_to_sample
 
+from pyro_gwg._validation import check_number
 from pyro_gwg.kernels.evaluating import EvaluatingKernel
 from pyro_gwg.proposals.blocks import StepInfo
 from pyro_gwg.proposals.locally_balanced import (
@@ -51,8 +53,9 @@ class LocallyBalanced(EvaluatingKernel):
         max_plate_nesting: Optional[int] = None,
         init_strategy=init_to_sample,
     ) -> None:
-        if not temperature > 0:
-            raise ValueError("temperature must be positive, got {}".format(temperature))
+        temperature = check_number(
+            "temperature", temperature, 0, math.inf, low_open=True, high_open=True
+        )
         super().__init__(
             model,
             chunk_size=chunk_size,

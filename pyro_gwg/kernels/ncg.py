@@ -20,6 +20,7 @@ import torch
 from pyro.infer.autoguide.initialization import init_to_sample
 from pyro.ops.dual_averaging import DualAveraging
 
+from pyro_gwg._validation import check_integer, check_number
 from pyro_gwg.kernels.base import DiscreteKernel
 from pyro_gwg.proposals.ncg import (
     CandidateGrid,
@@ -84,18 +85,14 @@ class FactorisedKernel(DiscreteKernel):
         init_strategy=init_to_sample,
     ) -> None:
         for name, value in (("step_size", step_size), ("initial_step_size", initial_step_size)):
-            if value is not None and not (value > 0 and math.isfinite(value)):
-                raise ValueError("{} must be positive, got {}".format(name, value))
-        if not 0 < target_accept_prob < 1:
-            raise ValueError(
-                "target_accept_prob must lie in (0, 1), got {}".format(target_accept_prob)
-            )
-        if int(window) != window or window < 1:
-            raise ValueError("window must be a positive integer, got {}".format(window))
+            if value is not None:
+                check_number(name, value, 0, math.inf, low_open=True, high_open=True)
         self.step_size = None if step_size is None else float(step_size)
         self.adapt_step_size = step_size is None
-        self.target_accept_prob = float(target_accept_prob)
-        self.window = int(window)
+        self.target_accept_prob = check_number(
+            "target_accept_prob", target_accept_prob, 0, 1, low_open=True, high_open=True
+        )
+        self.window = check_integer("window", window, 1)
         self.initial_step_size = float(
             step_size or initial_step_size or type(self).default_step_size
         )

@@ -274,7 +274,9 @@ class RBMBlockGibbs(DiscreteKernel):
         return RBMParams(**bound.arguments)
 
     def _model_log_joint(self, codes: torch.Tensor, params: RBMParams) -> torch.Tensor:
-        return rbm_log_density(codes, params) - F.softplus(params.visible_bias).sum()
+        # in double precision, as the energy bridge's log joint
+        log_density = rbm_log_density(codes, params) - F.softplus(params.visible_bias).sum()
+        return log_density.double()
 
     def _init_state(self, codes: torch.Tensor, value_and_grad) -> RBMBlockGibbsState:
         if [s.name for s in self.energy.sites] != ["v"]:

@@ -195,7 +195,7 @@ def evaluate_changes(
     :param torch.Tensor coords: long ``[C, S, B]`` coordinates changed per row.
     :param torch.Tensor values: long ``[C, S, B]`` their new values.
     :param int chunk_size: most states per model run.
-    :returns: ``[C, S]``; NaN log densities are returned as ``-inf``.
+    :returns: ``[C, S]`` (``log_joint`` raises for a NaN log density).
     """
     num_chains, num_rows, width = values.shape
     total = num_chains * num_rows
@@ -208,5 +208,4 @@ def evaluate_changes(
         states = codes[rows // num_rows].scatter(1, coords[start:stop], values[start:stop])
         out.append(log_joint(states))
     f = torch.cat(out) if len(out) > 1 else out[0]
-    f = torch.where(torch.isnan(f), -float("inf"), f)
     return f.reshape(num_chains, num_rows)

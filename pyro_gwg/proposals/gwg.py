@@ -10,6 +10,20 @@ moves is
 
 with temperature :math:`\tau = 2` the locally balanced choice (Eqs. 3-6, Algorithm 1).
 
+**Defensive mixture.** The kernels mix this proposal with the uniform distribution over
+the valid single-coordinate moves, with a small weight :math:`w`:
+
+.. math:: q_w(i, v \mid x) = (1 - w)\, q(i, v \mid x) + w / |N(x)|.
+
+The first-order estimate :math:`\tilde d` can be far off: a one-hot site whose value
+enters a sharp likelihood through ``z @ locs`` is linear in ``z`` but the log density is
+not, and the estimate grows with the distance between the categories, so the proposal
+puts all its mass on the farthest category (always rejected) and gives the nearby ones,
+and the reverse move, probability :math:`e^{-100}` or less: the chain freezes where it
+starts. Every valid move keeps probability at least :math:`w / |N(x)|` under
+:math:`q_w`, in both directions, whatever the gradient, so the chain stays irreducible;
+the MH ratio uses :math:`q_w` both ways and stays exact.
+
 Multi-flip variant (Appendix D, Eq. 27), written for every coordinate type: draw
 ``N`` coordinates :math:`i_1, \dots, i_N` with replacement from the coordinate marginal
 :math:`q(i \mid x) = \sum_v q(i, v \mid x)`; each distinct drawn coordinate ``i`` then
@@ -27,6 +41,7 @@ that undoes :math:`v_i`. For bits the candidate factor is one and this is Eq. 27
 
 from __future__ import annotations
 
+import math
 from typing import Callable, NamedTuple, Tuple
 
 import torch
@@ -40,6 +55,7 @@ __all__ = [
     "GWGState",
     "apply_move",
     "coordinate_log_probs",
+    "defensive_mixture",
     "gwg_init",
     "gwg_proposal",
     "gwg_step",
@@ -112,6 +128,24 @@ def proposal_logits(gains: torch.Tensor, temperature: float = 2.0) -> torch.Tens
     :rtype: torch.Tensor
     """
     return gains / temperature
+
+
+def defensive_mixture(logits: torch.Tensor, weight: float) -> torch.Tensor:
+    r"""Log-probabilities of :math:`(1 - w)\, \mathrm{Softmax}(\text{logits}) + w\,
+    U(\text{valid moves})`, over the moves of each chain jointly.
+
+    :param torch.Tensor logits: ``[C, D, M]``, ``-inf`` for invalid moves.
+    :param float weight: :math:`w` in :math:`[0, 1)`.
+    :returns: ``[C, D, M]`` normalised log-probabilities, ``-inf`` for invalid moves.
+    """
+    flat = logits.flatten(1)
+    log_q = torch.log_softmax(flat, dim=-1)
+    if weight == 0:
+        return log_q.reshape(logits.shape)
+    valid = flat > -math.inf
+    log_uniform = math.log(weight) - valid.sum(-1, keepdim=True).to(flat.dtype).log()
+    mixed = torch.logaddexp(log_q + math.log1p(-weight), torch.where(valid, log_uniform, -math.inf))
+    return mixed.reshape(logits.shape)
 
 
 def coordinate_log_probs(logits: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -229,16 +263,22 @@ def gwg_proposal(
     grad: torch.Tensor,
     layout: CoordinateLayout,
     temperature: float = 2.0,
+    uniform_weight: float = 0.0,
 ) -> Tuple[torch.Tensor, torch.Tensor]:
-    """The GWG proposal at ``codes``: ``coordinate_log_probs`` of the tempered gains.
+    """The GWG proposal at ``codes``: ``coordinate_log_probs`` of the tempered gains,
+    mixed with the uniform proposal (:func:`defensive_mixture`).
 
     :param torch.Tensor codes: long ``[C, D]``.
     :param torch.Tensor grad: ``[C, D, M]`` packed gradient at ``codes``.
     :param CoordinateLayout layout: the coordinate layout.
     :param float temperature: proposal temperature.
+    :param float uniform_weight: weight :math:`w` of the uniform component.
     :returns: ``(log q(i | x), log q(v | i, x))``.
     """
-    return coordinate_log_probs(proposal_logits(layout.gains(codes, grad), temperature))
+    logits = proposal_logits(layout.gains(codes, grad), temperature)
+    if uniform_weight > 0:
+        logits = defensive_mixture(logits, uniform_weight)
+    return coordinate_log_probs(logits)
 
 
 def gwg_init(
@@ -246,6 +286,7 @@ def gwg_init(
     value_and_grad: ValueAndGrad,
     layout: CoordinateLayout,
     temperature: float = 2.0,
+    uniform_weight: float = 0.0,
 ) -> GWGState:
     """Initial GWG state: one evaluation of ``value_and_grad`` at ``codes``.
 
@@ -253,10 +294,12 @@ def gwg_init(
     :param callable value_and_grad: ``codes -> (log_joint [C], grad [C, D, W])``.
     :param CoordinateLayout layout: the coordinate layout.
     :param float temperature: proposal temperature.
+    :param float uniform_weight: weight of the uniform component of the proposal.
     :rtype: GWGState
     """
     log_joint, grad = value_and_grad(codes)
-    return GWGState(codes, log_joint, *gwg_proposal(codes, grad, layout, temperature))
+    proposal = gwg_proposal(codes, grad, layout, temperature, uniform_weight)
+    return GWGState(codes, log_joint, *proposal)
 
 
 def gwg_step(
@@ -265,6 +308,7 @@ def gwg_step(
     layout: CoordinateLayout,
     temperature: float = 2.0,
     num_flips: int = 1,
+    uniform_weight: float = 0.0,
 ) -> Tuple[GWGState, GWGInfo]:
     """One GWG transition of every chain (Algorithm 1; Eq. 27 when ``num_flips > 1``).
 
@@ -276,13 +320,16 @@ def gwg_step(
     :param CoordinateLayout layout: the coordinate layout.
     :param float temperature: proposal temperature.
     :param int num_flips: coordinate draws per proposal.
+    :param float uniform_weight: weight of the uniform component of the proposal.
     :returns: ``(new_state, info)``.
     """
     codes, log_joint, log_q_coord, log_q_cand = state
     move = sample_move(log_q_coord, log_q_cand, num_flips)
     proposed, reverse = apply_move(codes, move, layout)
     log_joint_new, grad_new = value_and_grad(proposed)
-    log_q_coord_new, log_q_cand_new = gwg_proposal(proposed, grad_new, layout, temperature)
+    log_q_coord_new, log_q_cand_new = gwg_proposal(
+        proposed, grad_new, layout, temperature, uniform_weight
+    )
     log_ratio = (
         log_joint_new
         - log_joint

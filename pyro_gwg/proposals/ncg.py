@@ -521,9 +521,7 @@ def auxiliary_step(
     :returns: ``(new_state, info)``.
     """
     codes, log_joint, grad, step_size = state
-    noise = torch.randn(
-        codes.shape[0], grid.relaxed_dim, dtype=log_joint.dtype, device=codes.device
-    )
+    noise = torch.randn(codes.shape[0], grid.relaxed_dim, dtype=grad.dtype, device=codes.device)
     forward = avg_proposal(codes, grad, *auxiliary_root(noise, step_size, precond), grid)
     proposed = sample_factorised(*forward)
     log_joint_new, grad_new = value_and_grad(proposed)

@@ -1,0 +1,248 @@
+"""What every kernel shares (pyro_gwg/kernels/base.py): models written without batching
+in mind, bad initial values, invalid densities met during a run, stuck chains."""
+
+import warnings
+
+import pyro
+import pyro.distributions as dist
+import pytest
+import torch
+from exactness import assert_exact, draw_codes
+from pyro.infer import MCMC
+from pyro.infer.autoguide.initialization import init_to_value
+
+import pyro_gwg
+from pyro_gwg import (
+    AVG,
+    GWG,
+    NCG,
+    PAVG,
+    BatchingWarning,
+    Gibbs,
+    HammingBall,
+    LocallyBalanced,
+    UnsupportedModelError,
+    exact_posterior,
+)
+from pyro_gwg.kernels.base import StuckChainWarning
+
+KERNELS = {
+    "gwg": lambda model, **kw: GWG(model, **kw),
+    "gwg-2-flips": lambda model, **kw: GWG(model, num_flips=2, **kw),
+    "ncg": lambda model, **kw: NCG(model, **kw),
+    "avg": lambda model, **kw: AVG(model, **kw),
+    "pavg": lambda model, **kw: PAVG(model, **kw),
+    "gibbs": lambda model, **kw: Gibbs(model, **kw),
+    "hamming-ball": lambda model, **kw: HammingBall(model, block_size=3, **kw),
+    "locally-balanced": lambda model, **kw: LocallyBalanced(model, **kw),
+}
+
+
+# ---------------------------------------------------------------- models as users write them
+
+
+def plain_ising(theta=0.4):
+    """An Ising field in two plates with the coupling summed to a scalar: the factor
+    drops the plates' dimensions, so the model does not broadcast over chains."""
+    with pyro.plate("rows", 2, dim=-2), pyro.plate("cols", 3, dim=-1):
+        spins = pyro.sample("S", dist.Bernoulli(0.5))
+    s = 2 * spins - 1
+    pyro.factor("coupling", theta * (s * s.roll(1, -1)).sum((-1, -2)))
+
+
+Y_EXPANDED, Y_MEAN, Y_SQRT = torch.tensor([1.0, 2.3]), torch.tensor(0.7), torch.tensor(-0.5)
+
+
+def expanded_likelihood(y=Y_EXPANDED):
+    """Scalar latent sites feeding a likelihood expanded to a fixed shape."""
+    n = pyro.sample("n", dist.Binomial(3, 0.5))
+    m = pyro.sample("m", dist.Bernoulli(0.4))
+    pyro.sample("y", dist.Normal(n + 0.3 * m, 1.0).expand([2]).to_event(1), obs=y)
+
+
+def value_dependent_mean(y=Y_MEAN):
+    """Python control flow on a latent value that keeps the sites (runs one state at a
+    time, eagerly)."""
+    x = pyro.sample("x", dist.Bernoulli(0.4).expand([3]).to_event(1))
+    mean = 1.5 if x[0].item() else -0.5
+    pyro.sample("y", dist.Normal(mean + x[1] - x[2], 1.0), obs=y)
+
+
+NOT_BROADCASTING = {
+    "plain_ising": (plain_ising, "vmap"),
+    "expanded_likelihood": (expanded_likelihood, "vmap"),
+    "value_dependent_mean": (value_dependent_mean, "loop"),
+}
+
+
+def _cases():
+    # every kernel on one model; the kernels of different families on the others
+    # (evaluating states one at a time, or under vmap without compilation, is slow)
+    subsets = {
+        "plain_ising": sorted(KERNELS),
+        "expanded_likelihood": ["gwg-2-flips", "ncg", "hamming-ball"],
+        "value_dependent_mean": ["gwg", "gibbs"],
+    }
+    for model, kernels in subsets.items():
+        for kernel in kernels:
+            yield model, kernel
+
+
+@pytest.mark.parametrize("model_name,kernel", list(_cases()))
+def test_models_that_do_not_broadcast_are_sampled_exactly(model_name, kernel):
+    model, mode = NOT_BROADCASTING[model_name]
+    pyro.set_rng_seed(1)
+    kern = KERNELS[kernel](model)
+    with pytest.warns(BatchingWarning, match="does not broadcast"):
+        codes = draw_codes(kern, 8 if mode == "loop" else 16, 600, 60)
+    assert kern.energy.batching == mode
+    assert_exact(codes, exact_posterior(model))
+
+
+@pytest.mark.parametrize("kernel", ["gibbs", "hamming-ball", "locally-balanced", "gwg"])
+def test_one_chain_in_pyro_mcmc_runs_a_model_that_does_not_broadcast(kernel):
+    # the gradient-free kernels evaluate many states per step even for one chain
+    pyro.set_rng_seed(0)
+    mcmc = MCMC(
+        KERNELS[kernel](expanded_likelihood), num_samples=30, warmup_steps=10, disable_progbar=True
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", BatchingWarning)
+        mcmc.run()
+    assert mcmc.get_samples()["n"].shape == (30,)
+
+
+def test_the_batching_warning_is_given_once_per_model():
+    pyro.set_rng_seed(0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        pyro_gwg.MCMC(Gibbs(plain_ising), num_samples=20, num_chains=4, disable_progbar=True).run()
+    assert sum(issubclass(w.category, BatchingWarning) for w in caught) == 1
+
+
+# ---------------------------------------------------------------- initial values
+
+
+def bits_and_count():
+    pyro.sample("x", dist.Bernoulli(0.3).expand([3]).to_event(1))
+    pyro.sample("g", dist.Geometric(0.3))
+
+
+BAD_STARTS = [
+    ({"x": [0.0, 2.0, 1.0], "g": 1.0}, "'x'.*2.0 at position \\(1,\\).*0 or 1"),
+    ({"x": [0.0, 1.0, 1.0], "g": -2.0}, "'g'.*-2.0.*integer >= 0"),
+    ({"x": [0.0, 1.0, 1.0], "g": 1.5}, "'g'.*1.5.*whole number"),
+    ({"x": [0.0, 1.0], "g": 1.0}, "'x'.*has shape"),
+    ({"x": [0.0, 1.0, 1.0]}, "No value given for latent site\\(s\\) 'g'"),
+]
+
+
+@pytest.mark.parametrize("values,message", BAD_STARTS)
+@pytest.mark.parametrize("how", ["init_to_value", "pyro initial_params", "pyro_gwg.MCMC"])
+def test_initial_values_outside_the_support_are_refused_naming_the_site(values, message, how):
+    values = {k: torch.tensor(v) for k, v in values.items()}
+    if how == "init_to_value":
+        if len(values) < 2:  # init_to_value samples missing sites: nothing to refuse
+            return
+        mcmc = MCMC(
+            GWG(bits_and_count, init_strategy=init_to_value(values=values)),
+            num_samples=5,
+            disable_progbar=True,
+        )
+    elif how == "pyro initial_params":
+        mcmc = MCMC(GWG(bits_and_count), 5, initial_params=values, disable_progbar=True)
+    else:
+        values = {k: torch.stack([v, v]) for k, v in values.items()}
+        mcmc = pyro_gwg.MCMC(
+            GWG(bits_and_count), 5, num_chains=2, initial_params=values, disable_progbar=True
+        )
+    with pytest.raises(ValueError, match=message):
+        mcmc.run()
+
+
+def test_initial_values_may_be_arrays_or_lists():
+    import numpy as np
+
+    kernel = GWG(bits_and_count)
+    kernel.initial_params = {"x": np.array([0.0, 1.0, 1.0]), "g": 2}
+    kernel.setup(0)
+    assert kernel.state.codes.tolist() == [[0, 1, 1, 2]]
+
+
+def test_a_random_model_is_refused_in_pyro_mcmc():
+    def model():
+        x = pyro.sample("x", dist.Bernoulli(0.5).expand([3]).to_event(1))
+        pyro.factor("noise", 0.1 * torch.randn(()) * x.sum(-1))
+
+    with pytest.raises(UnsupportedModelError, match="random numbers outside pyro.sample"):
+        MCMC(GWG(model), num_samples=5, disable_progbar=True).run()
+
+
+# ---------------------------------------------------------------- invalid densities
+
+
+def spike(bad):
+    def model():
+        x = pyro.sample("x", dist.Bernoulli(0.5).expand([4]).to_event(1))
+        pyro.factor("spike", torch.where(x.sum(-1) >= 3, torch.tensor(bad), torch.tensor(0.0)))
+
+    return model
+
+
+@pytest.mark.parametrize("bad", [float("inf"), float("nan")])
+@pytest.mark.parametrize(
+    "kernel,jit_compile",
+    [("gwg", False), ("gwg", "auto"), ("ncg", "auto"), ("gibbs", "auto"), ("hamming-ball", True)],
+)
+def test_nan_or_infinite_density_met_during_a_run_raises(bad, kernel, jit_compile):
+    start = init_to_value(values={"x": torch.zeros(4)})
+    kern = KERNELS[kernel](spike(bad), init_strategy=start, jit_compile=jit_compile)
+    pyro.set_rng_seed(0)
+    mcmc = pyro_gwg.MCMC(kern, num_samples=400, num_chains=4, disable_progbar=True)
+    with pytest.raises(UnsupportedModelError, match="log density is {}.*'spike'".format(bad)):
+        mcmc.run()
+
+
+def test_infinite_density_met_inside_pyro_mcmc_raises():
+    start = init_to_value(values={"x": torch.zeros(4)})
+    pyro.set_rng_seed(0)
+    mcmc = MCMC(GWG(spike(float("inf")), init_strategy=start), 400, disable_progbar=True)
+    with pytest.raises(UnsupportedModelError, match="log density is inf at .*'x': \\[1, 1, 1"):
+        mcmc.run()
+
+
+def sqrt_at_zero(y=Y_SQRT):
+    """An infinite derivative at k = 0 (sqrt): the gradient must not decide where the chain
+    can go."""
+    k = pyro.sample("k", dist.Binomial(4, 0.5))
+    b = pyro.sample("b", dist.Bernoulli(0.3))
+    pyro.sample("y", dist.Normal(k.sqrt() + b, 1.0), obs=y)
+
+
+@pytest.mark.parametrize("kernel", ["gwg", "ncg", "avg"])
+def test_infinite_gradients_leave_the_chain_exact(kernel):
+    pyro.set_rng_seed(0)
+    codes = draw_codes(KERNELS[kernel](sqrt_at_zero), 16, 1000, 100)
+    assert_exact(codes, exact_posterior(sqrt_at_zero))
+
+
+# ---------------------------------------------------------------- stuck chains
+
+
+def concentrated():
+    pyro.sample("x", dist.Bernoulli(logits=torch.full((3,), 30.0)).to_event(1))
+
+
+def test_a_chain_that_never_moves_after_warmup_is_reported():
+    pyro.set_rng_seed(0)
+    mcmc = pyro_gwg.MCMC(GWG(concentrated), num_samples=300, num_chains=2, disable_progbar=True)
+    with pytest.warns(StuckChainWarning, match="chains 0, 1 of GWG changed state in fewer"):
+        mcmc.run()
+    pyro.set_rng_seed(0)
+    with pytest.warns(StuckChainWarning, match="the chain may be stuck|it may be stuck"):
+        MCMC(Gibbs(concentrated), num_samples=300, disable_progbar=True).run()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", StuckChainWarning)
+        pyro_gwg.MCMC(
+            GWG(expanded_likelihood), num_samples=300, num_chains=2, disable_progbar=True
+        ).run()
