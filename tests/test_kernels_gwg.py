@@ -1,6 +1,7 @@
 """GWG against the exact posterior of the small-model suite, and its Pyro plumbing."""
 
 import pyro
+import pyro.distributions as dist
 import pytest
 import torch
 from exactness import assert_exact, draw_codes
@@ -10,6 +11,7 @@ from small_models import BOUNDS, SUITE
 import pyro_gwg
 import pyro_gwg.proposals.gwg as gwg_math
 from pyro_gwg import GWG, exact_posterior
+from pyro_gwg.kernels.base import StuckChainWarning
 from pyro_gwg.models import lattice_ising
 
 pytestmark = pytest.mark.filterwarnings("ignore:Categorical site")
@@ -193,8 +195,52 @@ def test_bad_arguments_are_refused():
         GWG(model, num_flips="auto", target_accept_prob=1.0)
     with pytest.raises(ValueError, match="temperature"):
         GWG(model, temperature=0.0)
+    for bad in (-0.1, 1.0, float("nan"), "some"):
+        with pytest.raises(ValueError, match="uniform_weight must be a number in \\[0, 1\\)"):
+            GWG(model, uniform_weight=bad)
     with pytest.raises(ValueError, match="needs a model"):
         GWG().setup(0, *args)
+
+
+def test_more_flips_than_coordinates_is_refused():
+    # 1000 flips of 5 bits would move nearly every bit at every step: the chain freezes
+    model, args = SUITE["coupled_binary_field"]
+    with pytest.raises(ValueError, match="num_flips=1000.*the model has \\(5\\).*<= 5"):
+        MCMC(GWG(model, num_flips=1000), num_samples=10, disable_progbar=True).run(*args)
+    kernel = GWG(num_flips=6)
+    with pytest.raises(ValueError, match="num_flips=6"):
+        kernel.bind(pyro_gwg.DiscreteEnergy(model, args))
+
+
+# ---------------------------------------------------------------- the defensive mixture
+
+LOCS = torch.linspace(0.0, 10.0, 12)
+
+
+def sharp_one_hot(y):
+    """Two items with one of 12 categories each, seen through a sharp likelihood of
+    ``z @ locs``: the gradient's linear estimate grows with the distance between
+    categories, so without the uniform component the proposal puts all its mass on the
+    farthest category and the chain freezes."""
+    with pyro.plate("items", 2):
+        z = pyro.sample("z", dist.OneHotCategorical(logits=torch.zeros(12)))
+        pyro.sample("y", dist.Normal(z @ LOCS, 0.3), obs=y)
+
+
+@pytest.mark.parametrize("uniform_weight", [0.0, 0.05])
+def test_one_hot_site_in_a_sharp_likelihood_does_not_freeze(uniform_weight):
+    y = torch.tensor([1.9, 8.1])
+    pyro.set_rng_seed(0)
+    kernel = GWG(sharp_one_hot, uniform_weight=uniform_weight)
+    with pytest.warns(StuckChainWarning, match="uniform_weight, e.g. 0.9"):
+        codes = draw_codes(kernel, 16, 1500, 1000, y)
+        kernel.cleanup()
+    exact = exact_posterior(sharp_one_hot, y)
+    if uniform_weight == 0:  # the paper's proposal: frozen where it started
+        with pytest.raises(AssertionError, match="disagree with the exact posterior"):
+            assert_exact(codes, exact)
+    else:
+        assert_exact(codes, exact)
 
 
 # ---------------------------------------------------------------- num_flips="auto"

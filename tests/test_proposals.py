@@ -12,6 +12,7 @@ from pyro_gwg.proposals import (
     accept_probability,
     apply_move,
     coordinate_log_probs,
+    defensive_mixture,
     gwg_init,
     gwg_proposal,
     gwg_step,
@@ -224,11 +225,15 @@ def test_move_log_prob_of_a_multi_flip_move():
     assert torch.allclose(move_log_prob(log_q_coord, log_q_cand, move), expected.reshape(1))
 
 
-def true_log_prob(logits, move):
-    """Probability of ``move`` computed from the joint softmax, independently of the
-    library: coordinates drawn from the marginal, each distinct one's candidate from
-    the conditional."""
-    joint = torch.softmax(logits.flatten(1), -1).reshape(logits.shape)
+def true_log_prob(logits, move, uniform_weight=0.0):
+    """Probability of ``move`` computed from the joint softmax mixed with the uniform
+    distribution over valid moves, independently of the library: coordinates drawn from
+    the marginal, each distinct one's candidate from the conditional."""
+    flat = logits.flatten(1)
+    valid = torch.isfinite(flat).double()
+    uniform = valid / valid.sum(-1, keepdim=True)
+    joint = (1 - uniform_weight) * torch.softmax(flat.double(), -1) + uniform_weight * uniform
+    joint = joint.reshape(logits.shape)
     marginal = joint.sum(-1)
     log_p = marginal.gather(1, move.draws).log().sum(-1)
     cond = joint.gather(1, move.draws.unsqueeze(-1).expand(-1, -1, logits.shape[-1]))
@@ -253,9 +258,10 @@ def _moves(layout, num_flips, num_states):
             )
 
 
+@pytest.mark.parametrize("uniform_weight", [0.0, 0.3])
 @pytest.mark.parametrize("num_flips", [1, 2])
 @pytest.mark.parametrize("name", sorted(LAYOUTS))
-def test_detailed_balance_of_every_move(name, num_flips):
+def test_detailed_balance_of_every_move(name, num_flips, uniform_weight):
     """p(x) q(move|x) a(x->x') = p(x') q(reverse|x') a(x'->x) for every state and move.
 
     q is computed independently of the library (``true_log_prob``); the acceptance
@@ -268,10 +274,10 @@ def test_detailed_balance_of_every_move(name, num_flips):
     states = target.states()
     f, grad = target.value_and_grad(states)
     logits = proposal_logits(layout.gains(states, grad))
-    proposal = gwg_proposal(states, grad, layout)
+    proposal = gwg_proposal(states, grad, layout, uniform_weight=uniform_weight)
     checked = 0
     for move in _moves(layout, num_flips, len(states)):
-        true_fwd = true_log_prob(logits, move)
+        true_fwd = true_log_prob(logits, move, uniform_weight)
         ok = torch.isfinite(true_fwd)
         if not ok.any():
             continue
@@ -279,8 +285,11 @@ def test_detailed_balance_of_every_move(name, num_flips):
         move = GWGMove(*(t[ok] for t in move))
         new, reverse = apply_move(states[ok], move, layout)
         f_new, grad_new = target.value_and_grad(new)
-        true_rev = true_log_prob(proposal_logits(layout.gains(new, grad_new)), reverse)
-        log_rev = move_log_prob(*gwg_proposal(new, grad_new, layout), reverse)
+        logits_new = proposal_logits(layout.gains(new, grad_new))
+        true_rev = true_log_prob(logits_new, reverse, uniform_weight)
+        log_rev = move_log_prob(
+            *gwg_proposal(new, grad_new, layout, uniform_weight=uniform_weight), reverse
+        )
         log_ratio = f_new - f[ok] + log_rev - log_fwd
         forward = f[ok] + true_fwd[ok] + accept_probability(log_ratio).log()
         backward = f_new + true_rev + accept_probability(-log_ratio).log()
@@ -288,6 +297,22 @@ def test_detailed_balance_of_every_move(name, num_flips):
         assert torch.allclose(forward[both], backward[both], atol=1e-4)
         checked += int(both.sum())
     assert checked > 20
+
+
+def test_defensive_mixture_keeps_every_valid_move_possible():
+    # a gradient so large that the softmax alone gives every other move probability 0
+    logits = torch.tensor([[[1e4, -INF], [-1e4, 3.0], [0.0, -1e4]]])
+    for weight in (0.05, 0.5):
+        log_q = defensive_mixture(logits, weight)
+        probs = log_q.exp()
+        valid = torch.isfinite(logits)
+        assert torch.allclose(probs.sum(), torch.tensor(1.0))
+        assert (probs[valid] >= weight / valid.sum() - 1e-7).all()
+        assert (log_q[~valid] == -INF).all()
+    assert torch.allclose(
+        defensive_mixture(logits, 0.0),
+        torch.log_softmax(logits.flatten(1), -1).reshape(logits.shape),
+    )
 
 
 def test_metropolis_hastings_accepts_at_the_right_rate():
