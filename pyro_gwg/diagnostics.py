@@ -4,6 +4,8 @@ States are flat codes (long ``[..., D]``, see :mod:`pyro_gwg.proposals.layout`),
 example ``kernel.state.codes`` collected over steps, or
 ``energy.codes_from_values(samples)``.
 
+* :func:`site_diagnostics`: Pyro's effective sample size and split R-hat of MCMC draws,
+  coordinate by coordinate (NaN only where the draws are constant).
 * :func:`hamming_ess`: effective sample size, per chain, of the Hamming distance
   between the chain's state and one fixed random reference state (the test statistic
   of Zanella 2020 and Grathwohl et al. 2021, Appendices E-F); ArviZ's ESS underneath
@@ -17,11 +19,13 @@ example ``kernel.state.codes`` collected over steps, or
 
 from __future__ import annotations
 
-from typing import Optional
+from collections import OrderedDict
+from typing import Dict, Optional
 
 import arviz
 import numpy as np
 import torch
+from pyro.ops.stats import autocovariance, split_gelman_rubin
 
 from pyro_gwg.enum import ExactPosterior
 
@@ -33,8 +37,71 @@ __all__ = [
     "mmd",
     "pairwise_error",
     "reference_state",
+    "site_diagnostics",
     "tv_distance",
 ]
+
+
+def site_diagnostics(draws: torch.Tensor) -> Dict[str, torch.Tensor]:
+    """Effective sample size and split R-hat of every coordinate of MCMC draws.
+
+    The numbers of Pyro's :func:`~pyro.ops.stats.effective_sample_size` and
+    :func:`~pyro.ops.stats.split_gelman_rubin`, computed so that a coordinate whose
+    draws are all equal (the normal case for a discrete posterior that is nearly
+    certain about it) gets NaN without making every other coordinate NaN, as Pyro's
+    effective sample size does for a batch holding one such coordinate. The running
+    minimum of the autocorrelation sums takes linear memory (Pyro's takes ``T^2 / 4``
+    per coordinate, too much for long chains).
+
+    :param torch.Tensor draws: ``[C, T, ...]``: ``C`` chains of ``T`` draws (any
+        number type; integers are converted to the default float type).
+    :returns: ``{"n_eff": [...], "r_hat": [...]}``, NaN where every draw of every chain
+        is equal; ``n_eff`` also NaN for ``T < 2``, ``r_hat`` for ``T < 4``.
+    :rtype: dict
+    """
+    if draws.dim() < 2:
+        raise ValueError(
+            "draws must be shaped [num_chains, num_draws, ...], got shape {}.".format(
+                tuple(draws.shape)
+            )
+        )
+    num_chains, num_draws = draws.shape[:2]
+    shape = draws.shape[2:]
+    values = draws.reshape(num_chains, num_draws, -1)
+    if not values.is_floating_point():
+        values = values.to(torch.get_default_dtype())
+    n_eff = torch.full(values.shape[2:], float("nan"), dtype=values.dtype, device=values.device)
+    r_hat = n_eff.clone()
+    if num_chains * num_draws:
+        moving = (values != values[:1, :1]).flatten(0, 1).any(0).nonzero().reshape(-1)
+        if moving.numel() and num_draws >= 2:
+            part = values[..., moving]
+            n_eff[moving] = _effective_sample_size(part)
+            if num_draws >= 4:
+                r_hat[moving] = split_gelman_rubin(part)
+    return OrderedDict([("n_eff", n_eff.reshape(shape)), ("r_hat", r_hat.reshape(shape))])
+
+
+def _effective_sample_size(values: torch.Tensor) -> torch.Tensor:
+    """Pyro's :func:`~pyro.ops.stats.effective_sample_size` of ``values [C, T, n]``
+    (none of them constant), with :func:`torch.cummin` for its running minimum."""
+    num_chains, num_draws = values.shape[:2]
+    series = values.transpose(0, 1)  # [T, C, n]
+    gamma = autocovariance(series, dim=0)
+    var_within = series.var(dim=0).mean(dim=0)
+    var_estimator = (num_draws - 1) / num_draws * var_within
+    if num_chains > 1:
+        var_estimator = var_estimator + series.mean(dim=0).var(dim=0)
+    else:  # one chain: the autocorrelation itself
+        var_within = var_estimator
+    rho = (var_estimator - var_within + gamma.mean(dim=1)) / var_estimator
+    rho[0] = 1
+    pairs = rho if num_draws % 2 == 0 else rho[:-1]
+    pairs = pairs.reshape((num_draws // 2, 2) + pairs.shape[1:]).sum(dim=1)
+    tau = -1 + 2 * pairs[0]
+    if pairs.shape[0] > 1:
+        tau = tau + 2 * torch.cummin(pairs[1:].clamp(min=0), dim=0).values.sum(dim=0)
+    return num_chains * num_draws / tau
 
 
 def reference_state(num_coords: int, seed: int = 0) -> torch.Tensor:
@@ -148,11 +215,6 @@ def _valid_values(posterior: ExactPosterior) -> torch.Tensor:
     return torch.arange(posterior.width) < posterior.size.unsqueeze(-1)
 
 
-def _one_hot(codes: torch.Tensor, posterior: ExactPosterior) -> torch.Tensor:
-    flat = _flat(codes).cpu() - posterior.offset
-    return torch.nn.functional.one_hot(flat, posterior.width).to(posterior.log_probs.dtype)
-
-
 def marginal_error(codes: torch.Tensor, posterior: ExactPosterior) -> float:
     r"""Mean absolute error of the single-coordinate marginals,
     :math:`\mathrm{mean}_{i, v} |\hat q_i(v) - p_i(v)|` over every coordinate ``i`` and
@@ -162,7 +224,7 @@ def marginal_error(codes: torch.Tensor, posterior: ExactPosterior) -> float:
     :param ExactPosterior posterior: the exact posterior.
     :rtype: float
     """
-    empirical = _one_hot(codes, posterior).mean(0)
+    empirical = posterior.empirical_marginals(codes)
     valid = _valid_values(posterior)
     return float((empirical - posterior.flat_marginals()).abs()[valid].mean())
 
@@ -175,11 +237,9 @@ def pairwise_error(codes: torch.Tensor, posterior: ExactPosterior) -> float:
     :param ExactPosterior posterior: the exact posterior.
     :rtype: float
     """
-    onehot = _one_hot(codes, posterior)
-    num_draws, num_coords, width = onehot.shape
-    flat = onehot.reshape(num_draws, num_coords * width)
-    empirical = (flat.T @ flat / num_draws).reshape(num_coords, width, num_coords, width)
-    error = (empirical.permute(0, 2, 1, 3) - posterior.pairwise_marginals()).abs()
+    empirical = posterior.empirical_marginals(codes, pairwise=True)
+    error = (empirical - posterior.pairwise_marginals()).abs()
+    num_coords = error.shape[0]
     valid = _valid_values(posterior)
     pairs = torch.ones(num_coords, num_coords, dtype=torch.bool).triu(1)
     mask = pairs[:, :, None, None] & valid[:, None, :, None] & valid[None, :, None, :]

@@ -55,21 +55,39 @@ class ExactPosterior:
     """The normalised posterior over all joint states of the latent discrete sites.
 
     States are numbered by :class:`StateIndex` over the flat layout of
-    :class:`~pyro_gwg.energy.DiscreteEnergy`.
+    :class:`~pyro_gwg.energy.DiscreteEnergy`. Marginals are accumulated from the states'
+    values, a bounded number of (state, coordinate) entries at a time, never as a dense
+    one-hot block of many states; a table that would not fit (see ``max_bytes``) is
+    refused before it is allocated.
 
     :param DiscreteEnergy energy: the energy bridge of the model.
     :param torch.Tensor log_joint: ``[S]`` log joint of every state, in index order.
     :param int chunk_size: states processed at once when computing marginals.
+    :param int max_bytes: memory the marginal tables may take; default: the memory
+        available when they are computed (``MemAvailable`` of ``/proc/meminfo``).
 
     :ivar torch.Tensor log_probs: ``[S]`` normalised log-probabilities.
     :ivar torch.Tensor log_normalizer: :math:`\\log Z`, the log marginal likelihood
         of the observed sites (with the latent discrete sites summed out).
     """
 
-    def __init__(self, energy: DiscreteEnergy, log_joint: torch.Tensor, chunk_size: int = 4096):
+    #: (state, coordinate) entries processed at once when accumulating marginals
+    WORK_ELEMENTS = 2**22
+    #: pairwise marginals of coordinates with at most this many values are accumulated
+    #: as products of one-hot blocks (a matrix product), wider ones by scattering
+    DENSE_WIDTH = 16
+
+    def __init__(
+        self,
+        energy: DiscreteEnergy,
+        log_joint: torch.Tensor,
+        chunk_size: int = 4096,
+        max_bytes: Optional[int] = None,
+    ):
         self.energy = energy
         self.sites = energy.sites
         self.chunk_size = chunk_size
+        self.max_bytes = max_bytes
         self.index = StateIndex(energy.layout)
         self.offset, self.size = self.index.offset, self.index.size
         self.log_normalizer = torch.logsumexp(log_joint, 0)
@@ -99,20 +117,48 @@ class ExactPosterior:
         return self.index.encode(codes)
 
     def _accumulate(self, pairwise: bool) -> torch.Tensor:
-        dim = self.size.numel() * self.width
-        total = torch.zeros((dim, dim) if pairwise else (dim,), dtype=self.log_probs.dtype)
-        for start in range(0, self.num_states, self.chunk_size):
-            index = torch.arange(start, min(start + self.chunk_size, self.num_states))
-            onehot = (
-                torch.nn.functional.one_hot(self.states(index) - self.offset, self.width)
-                .reshape(len(index), dim)
-                .to(total.dtype)
-            )
-            weights = self.log_probs[index].exp()
-            if pairwise:
-                total += (onehot * weights.unsqueeze(-1)).T @ onehot
-            else:
-                total += weights @ onehot
+        """Marginals of the posterior: ``[D * V]``, or ``[D * V, D * V]`` for pairs."""
+
+        def chunks():
+            for start in range(0, self.num_states, self.chunk_size):
+                index = torch.arange(start, min(start + self.chunk_size, self.num_states))
+                yield self.states(index), self.log_probs[index].exp()
+
+        return self._table(chunks(), pairwise)
+
+    def _table(self, chunks, pairwise: bool) -> torch.Tensor:
+        """Sum over ``chunks`` of ``(codes [n, D], weights [n])`` of the weighted
+        indicators of (coordinate, value), ``[D * V]``, or of pairs of them,
+        ``[D * V, D * V]``; at most :attr:`WORK_ELEMENTS` entries of work at a time."""
+        num_coords, width = self.size.numel(), self.width
+        dim = num_coords * width
+        dtype = self.log_probs.dtype
+        shape = (dim, dim) if pairwise else (dim,)
+        if pairwise:
+            label = "pairwise marginal table [D*V, D*V] = [{}, {}]".format(dim, dim)
+        else:
+            label = "marginal table [D, V] = [{}, {}]".format(num_coords, width)
+        table_bytes = _numel(shape) * torch.finfo(dtype).bits // 8
+        self.check_memory([(label, table_bytes)], self.max_bytes, "the marginals")
+        total = torch.zeros(shape, dtype=dtype)
+        columns = torch.arange(num_coords) * width  # flat column of (coordinate, value 0)
+        dense = pairwise and width <= self.DENSE_WIDTH
+        per_state = dim if dense else num_coords * (num_coords if pairwise else 1)
+        rows = max(1, self.WORK_ELEMENTS // max(1, per_state))
+        for codes, weights in chunks:
+            for start in range(0, codes.shape[0], rows):
+                flat = codes[start : start + rows].cpu() - self.offset + columns
+                weight = weights[start : start + rows].cpu().to(dtype)
+                if dense:
+                    onehot = torch.zeros(flat.shape[0], dim, dtype=dtype).scatter_(1, flat, 1.0)
+                    total += (onehot * weight.unsqueeze(-1)).T @ onehot
+                elif pairwise:
+                    pairs = flat.unsqueeze(2) * dim + flat.unsqueeze(1)
+                    total.view(-1).index_add_(
+                        0, pairs.reshape(-1), weight.repeat_interleave(num_coords**2)
+                    )
+                else:
+                    total.index_add_(0, flat.reshape(-1), weight.repeat_interleave(num_coords))
         return total
 
     def flat_marginals(self) -> torch.Tensor:
@@ -120,11 +166,32 @@ class ExactPosterior:
         return self._marginals.reshape(self.size.numel(), self.width)
 
     def pairwise_marginals(self) -> torch.Tensor:
-        """``[D, D, V, V]``: joint probability of values ``(v, w)`` at coordinates ``(i, j)``."""
+        """``[D, D, V, V]``: joint probability of values ``(v, w)`` at coordinates ``(i, j)``.
+
+        :raises ValueError: before allocating, where the ``[D * V, D * V]`` table does
+            not fit in ``max_bytes`` (or the memory available).
+        """
         if self._pairwise is None:
             self._pairwise = self._accumulate(pairwise=True)
+        return self._pairs(self._pairwise)
+
+    def _pairs(self, table: torch.Tensor) -> torch.Tensor:
         d = self.size.numel()
-        return self._pairwise.reshape(d, self.width, d, self.width).permute(0, 2, 1, 3)
+        return table.reshape(d, self.width, d, self.width).permute(0, 2, 1, 3)
+
+    def empirical_marginals(self, codes: torch.Tensor, pairwise: bool = False) -> torch.Tensor:
+        """Marginals of draws, laid out as :meth:`flat_marginals` (``[D, V]``) or, with
+        ``pairwise``, as :meth:`pairwise_marginals` (``[D, D, V, V]``), with the same
+        bounded work memory.
+
+        :param torch.Tensor codes: long ``[..., D]`` draws (all leading dimensions pooled).
+        :param bool pairwise: the pairwise marginals.
+        """
+        flat = codes.reshape(-1, codes.shape[-1])
+        weight = torch.full((1,), 1.0 / max(1, flat.shape[0]), dtype=self.log_probs.dtype)
+        chunks = ((chunk, weight.expand(chunk.shape[0])) for chunk in flat.split(self.chunk_size))
+        table = self._table(chunks, pairwise)
+        return self._pairs(table) if pairwise else table.reshape(self.size.numel(), self.width)
 
     def marginals(self) -> Dict[str, torch.Tensor]:
         """Per-site marginals ``{name: [*coord_shape, V]}``; entry ``v`` is the value
@@ -159,6 +226,64 @@ class ExactPosterior:
         """``{name: [num_samples, *value_shape]}`` exact posterior draws as model values."""
         return self.energy.values_from_codes(self.sample_codes(num_samples))
 
+    @staticmethod
+    def check_memory(parts, max_bytes: Optional[int], what: str) -> None:
+        """Refuse, before allocating, work whose ``parts`` (``[(label, bytes)]``) add
+        up to more than ``max_bytes`` (default: the memory available now).
+
+        :raises ValueError: naming the parts, the largest first.
+        """
+        if max_bytes is not None:
+            if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes <= 0:
+                raise ValueError(
+                    "max_bytes must be a positive integer (bytes), got {!r}.".format(max_bytes)
+                )
+            limit, source = max_bytes, "max_bytes={}".format(max_bytes)
+        else:
+            limit, source = _available_bytes(), "the memory available now"
+            if limit is None:
+                return
+        needed = sum(size for _, size in parts)
+        if needed <= limit:
+            return
+        listed = "; ".join(
+            "{}: {}".format(label, _human(size))
+            for label, size in sorted(parts, key=lambda part: -part[1])
+        )
+        raise ValueError(
+            "Computing {} needs about {} ({}), more than {} ({}). Reduce what dominates: "
+            "the number of joint states (fewer or smaller sites, or bounds= windows for "
+            "ordinal sites), the number of values V of the widest coordinate (bounds=), "
+            "the number of coordinates D, or chunk_size; or pass a larger "
+            "max_bytes.".format(what, _human(needed), listed, source, _human(limit))
+        )
+
+
+def _numel(shape: Tuple[int, ...]) -> int:
+    count = 1
+    for size in shape:
+        count *= int(size)
+    return count
+
+
+def _human(num_bytes: float) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if num_bytes >= scale:
+            return "{:.3g} {}".format(num_bytes / scale, unit)
+    return "{} bytes".format(int(num_bytes))
+
+
+def _available_bytes() -> Optional[int]:
+    """``MemAvailable`` of ``/proc/meminfo`` (Linux), else ``None``."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
 
 def exact_posterior(
     model,
@@ -167,6 +292,7 @@ def exact_posterior(
     chunk_size: int = 4096,
     max_plate_nesting: Optional[int] = None,
     bounds: Optional[Dict[str, Tuple[int, int]]] = None,
+    max_bytes: Optional[int] = None,
     **kwargs,
 ) -> ExactPosterior:
     """Enumerate every joint state of the latent discrete sites of ``model``.
@@ -180,6 +306,10 @@ def exact_posterior(
     :param dict bounds: ``{site: (low, high)}`` windows for ordinal sites with
         unbounded support (``Poisson``, ``Geometric``); the result is then the
         posterior restricted to the window.
+    :param int max_bytes: memory the enumeration may take (the log joint of every
+        state, the marginal table, the states decoded per chunk); default: the memory
+        available when it starts. A larger request is refused before anything is
+        allocated, with the sizes of its parts.
     :param kwargs: the model's keyword arguments.
     :rtype: ExactPosterior
 
@@ -230,8 +360,24 @@ def exact_posterior(
                 num_states, max_states, per_site
             )
         )
+    num_coords, width = energy.layout.num_coords, int(sizes.max())
+    ExactPosterior.check_memory(
+        [
+            ("log joint and probabilities of {:.3g} states".format(num_states), 24 * num_states),
+            ("marginal table [D, V] = [{}, {}]".format(num_coords, width), 8 * num_coords * width),
+            (
+                "states decoded per chunk of {} states".format(chunk_size),
+                32 * min(chunk_size, num_states) * num_coords,
+            ),
+        ],
+        max_bytes,
+        "the exact posterior",
+    )
     return ExactPosterior(
-        energy, _enumerate_log_joint(energy, int(num_states), chunk_size), chunk_size
+        energy,
+        _enumerate_log_joint(energy, int(num_states), chunk_size),
+        chunk_size,
+        max_bytes=max_bytes,
     )
 
 

@@ -5,7 +5,9 @@ runner with the same interface (``kernel`` with a ``model``, ``_args``, ``_kwarg
 ``get_samples(group_by_chain=True)`` and ``diagnostics()`` returning
 ``{stat: {"chain i": value}}``), and builds the groups itself:
 
-* ``posterior``: every sampled site, ``(chain, draw, ...)``; discrete sites as integers;
+* ``posterior``: every sampled site, ``(chain, draw, ...)``; discrete sites as integers
+  of the smallest type that holds them (read straight from the stored codes of a
+  :class:`pyro_gwg.MCMC` run);
 * ``sample_stats``: the per-draw statistics of the kernel (``acceptance_rate``,
   ``accepted``, ``lp``, ``n_changed``, ``step_size``, evaluation counts, ...) and
   ``diverging``;
@@ -30,8 +32,12 @@ import pyro.poutine as poutine
 import torch
 from opt_einsum import shared_intermediates
 from pyro.distributions.util import scale_and_mask
+from pyro.infer.mcmc.api import MCMC as _PyroMCMC
 from pyro.ops.contract import contract_to_tensor
 from pyro.poutine.subsample_messenger import _Subsample
+
+from pyro_gwg.mcmc import MCMC as _BatchedMCMC
+from pyro_gwg.mcmc import smallest_int_dtype
 
 __all__ = ["to_inference_data"]
 
@@ -63,7 +69,8 @@ def to_inference_data(
     of chains (ordered by index: ``chain 10`` comes after ``chain 9``).
 
     **posterior.** Every sampled site, shaped ``(chain, draw, *value_shape)``. Discrete
-    sites hold integers (``int64``) and keep the value the model sees: a
+    sites hold integers of the smallest type that holds their draws (``int8`` for
+    binary, categorical and small counts) and keep the value the model sees: a
     ``Categorical`` site its category index, a ``OneHotCategorical`` site its one-hot
     vector (so that its posterior mean is the probability of each category), a
     ``Bernoulli``, ``Binomial``, ``Poisson``... site its count. Continuous sites keep
@@ -117,21 +124,30 @@ def to_inference_data(
         arviz.loo(idata)
 
     :param ~pyro.infer.mcmc.api.MCMC mcmc: a finished run: :class:`pyro.infer.MCMC`,
-        :class:`pyro_gwg.MCMC` or another runner with their interface.
-    :param dict coords: coordinate values by dimension name; dimensions without them
+        :class:`pyro_gwg.MCMC` or another runner with their interface (a run
+        interrupted by Ctrl-C gives its partial draws, with a warning).
+    :param dict coords: coordinate values by dimension name (each a one-dimensional
+        sequence with one value per index of the dimension); dimensions without them
         get ``0, 1, ...``.
-    :param dict dims: dimension names by variable name (without ``chain`` and
-        ``draw``), overriding the plate names; a log-likelihood variable uses the
-        leading dimensions of its observed site.
+    :param dict dims: dimension names by variable name (each a list of strings,
+        without ``chain`` and ``draw``), overriding the plate names; a log-likelihood
+        variable uses the leading dimensions of its observed site.
     :param bool log_likelihood: compute the ``log_likelihood`` group.
     :returns: ``arviz.InferenceData`` (ArviZ 0.x), or an ``xarray.DataTree`` with the
         same groups (ArviZ 1.x).
+    :raises RuntimeError: for a run that has not run (or whose last run raised).
+    :raises TypeError: for arguments of the wrong type.
+    :raises ValueError: for ``dims`` or ``coords`` that do not fit the variables.
     """
-    coords = dict(coords or {})
-    dims = {name: list(d) for name, d in (dims or {}).items()}
-    samples = OrderedDict(mcmc.get_samples(group_by_chain=True))
-    if not samples:
-        raise ValueError("The MCMC run has no samples; call mcmc.run(...) first.")
+    coords = _check_coords(coords)
+    dims = _check_dims(dims)
+    if not isinstance(log_likelihood, (bool, np.bool_)):
+        raise TypeError(
+            "log_likelihood must be True or False, got {!r} of type {}.".format(
+                log_likelihood, type(log_likelihood).__name__
+            )
+        )
+    samples, per_chain = _read_run(mcmc)
     num_chains, num_draws = next(iter(samples.values())).shape[:2]
     kernel = getattr(mcmc, "kernel", None)
     model = getattr(kernel, "model", None)
@@ -145,7 +161,7 @@ def to_inference_data(
     groups = OrderedDict()  # group: (arrays, dims, has chain and draw dims)
     posterior, posterior_dims = _posterior(samples, view)
     groups["posterior"] = (posterior, _override(posterior_dims, dims, posterior), True)
-    stats = _sample_stats(mcmc.diagnostics(), num_chains, num_draws)
+    stats = _sample_stats(per_chain, num_chains, num_draws)
     groups["sample_stats"] = (stats, _override({}, dims, stats), True)
     if view is not None and view.observed:
         observed = {n: _numpy(s["value"]) for n, s in view.observed.items()}
@@ -170,6 +186,14 @@ def to_inference_data(
             stacklevel=2,
         )
 
+    variables = {name for arrays, _, _ in groups.values() for name in arrays}
+    unknown = sorted(set(dims) - variables)
+    if unknown:
+        raise ValueError(
+            "dims names {} that the run does not have; its variables are {}.".format(
+                ", ".join(map(repr, unknown)), ", ".join(map(repr, sorted(variables)))
+            )
+        )
     attrs = _attrs(kernel)
     datasets = OrderedDict(
         (group, _dataset(arrays, var_dims, coords, sampled, attrs))
@@ -182,6 +206,114 @@ def to_inference_data(
     import arviz
 
     return arviz.InferenceData(**datasets)
+
+
+def _read_run(mcmc) -> Tuple[Dict[str, torch.Tensor], Mapping]:
+    """The draws ``{site: [C, T, ...]}`` and the per-chain statistics ``{stat:
+    {"chain i": value}}`` of a finished run; a clear error for anything else."""
+    if isinstance(mcmc, _BatchedMCMC):
+        # integers straight from the stored codes; no site diagnostics are needed
+        return OrderedDict(mcmc._integer_samples()), mcmc._chain_statistics()
+    if not callable(getattr(mcmc, "get_samples", None)) or not callable(
+        getattr(mcmc, "diagnostics", None)
+    ):
+        raise TypeError(
+            "to_inference_data needs an MCMC run: pyro.infer.MCMC, pyro_gwg.MCMC or an "
+            "object with get_samples(group_by_chain=True) and diagnostics(); got "
+            "{}.".format(type(mcmc).__name__)
+        )
+    pyro_run = isinstance(mcmc, _PyroMCMC)
+    if pyro_run and getattr(mcmc, "_samples", None) is None:
+        raise RuntimeError(
+            "The pyro.infer.MCMC object has no samples: call mcmc.run(...) before "
+            "to_inference_data(mcmc)."
+        )
+    samples = mcmc.get_samples(group_by_chain=True)
+    if not isinstance(samples, Mapping):
+        raise TypeError(
+            "mcmc.get_samples(group_by_chain=True) returned {}, not a dict of "
+            "[chain, draw, ...] tensors.".format(type(samples).__name__)
+        )
+    if not samples:
+        raise ValueError("The MCMC run has no samples; call mcmc.run(...) first.")
+    for name, value in samples.items():
+        if not isinstance(value, torch.Tensor) or value.dim() < 2:
+            raise ValueError(
+                "The samples of '{}' are not a tensor shaped [chain, draw, ...]; "
+                "to_inference_data reads get_samples(group_by_chain=True).".format(name)
+            )
+    per_chain = getattr(mcmc, "_diagnostics", None) if pyro_run else None
+    if isinstance(per_chain, list) and per_chain and all(isinstance(d, Mapping) for d in per_chain):
+        # the kernel's statistics without Pyro's ESS of every site (T^2 memory per
+        # coordinate for long chains), as mcmc.diagnostics() would compute them
+        per_chain = OrderedDict(
+            (name, {"chain {}".format(c): d[name] for c, d in enumerate(per_chain)})
+            for name in per_chain[0]
+        )
+    else:
+        per_chain = mcmc.diagnostics()
+    return OrderedDict(samples), per_chain
+
+
+def _check_coords(coords) -> Dict[str, np.ndarray]:
+    if coords is None:
+        return {}
+    if not isinstance(coords, Mapping):
+        raise TypeError(
+            "coords must be a dict {{dimension name: coordinate values}}, got {}.".format(
+                type(coords).__name__
+            )
+        )
+    out = {}
+    for dim, values in coords.items():
+        if not isinstance(dim, str):
+            raise TypeError("coords keys must be dimension names (strings), got {!r}.".format(dim))
+        if isinstance(values, (str, bytes)) or not hasattr(values, "__len__"):
+            raise TypeError(
+                "coords['{}'] must be a sequence of coordinate values (a list, tuple or "
+                "one-dimensional array), got {!r}.".format(dim, values)
+            )
+        array = np.asarray(values.cpu() if isinstance(values, torch.Tensor) else values)
+        if array.ndim != 1:
+            raise ValueError(
+                "coords['{}'] must be one-dimensional (one value per index), got shape {}.".format(
+                    dim, array.shape
+                )
+            )
+        out[dim] = array
+    return out
+
+
+def _check_dims(dims) -> Dict[str, List[str]]:
+    if dims is None:
+        return {}
+    if not isinstance(dims, Mapping):
+        raise TypeError(
+            "dims must be a dict {{variable name: list of dimension names}}, got {}.".format(
+                type(dims).__name__
+            )
+        )
+    out = {}
+    for name, names in dims.items():
+        if isinstance(names, str):
+            raise TypeError(
+                "dims['{}'] must be a list of dimension names, got the string {!r}; for "
+                "one dimension write [{!r}].".format(name, names, names)
+            )
+        if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
+            raise TypeError(
+                "dims['{}'] must be a list of dimension names (strings), got {!r}.".format(
+                    name, names
+                )
+            )
+        reserved = [n for n in names if n in _SAMPLE_DIMS]
+        if reserved:
+            raise ValueError(
+                "dims['{}'] names {}, which to_inference_data adds itself; list the "
+                "dimensions after chain and draw only.".format(name, reserved)
+            )
+        out[name] = list(names)
+    return out
 
 
 # ---------------------------------------------------------------------- the model
@@ -271,29 +403,34 @@ class _ModelView:
     def log_likelihood(self, samples: Mapping[str, torch.Tensor]) -> Dict[str, np.ndarray]:
         """Pointwise log-likelihood ``{name: [S, *point_shape]}`` of all draws."""
         values = {}
-        for name, site in self.latent.items():
+        for name in self.latent:
             value = samples[name]
-            value = value.reshape((-1,) + tuple(value.shape[2:]))
-            dtype = site["value"].dtype
-            if not dtype.is_floating_point and value.is_floating_point():
-                value = value.round()
-            values[name] = value.to(dtype)
+            values[name] = value.reshape((-1,) + tuple(value.shape[2:]))
         num_draws = next(iter(samples.values())).shape[:2].numel()
         if num_draws > 1 and self._broadcasts(values, num_draws):
             size = self.draws_per_run
             runs = [
-                self._run({n: v[start : start + size] for n, v in values.items()}, batched=True)
+                self._run(self._typed(values, slice(start, start + size)), batched=True)
                 for start in range(0, num_draws, size)
             ]
         else:
             runs = [
-                {
-                    n: ll.unsqueeze(0)
-                    for n, ll in self._run({k: v[s] for k, v in values.items()}, False).items()
-                }
+                {n: ll.unsqueeze(0) for n, ll in self._run(self._typed(values, s), False).items()}
                 for s in range(num_draws)
             ]
         return {name: torch.cat([r[name] for r in runs]).numpy() for name in self.observed}
+
+    def _typed(self, values: Mapping[str, torch.Tensor], index) -> Dict[str, torch.Tensor]:
+        """The draws ``index`` of ``values``, in the types of the model's values (the
+        draws are converted a run at a time, never all at once)."""
+        out = {}
+        for name, value in values.items():
+            value = value[index]
+            dtype = self.latent[name]["value"].dtype
+            if not dtype.is_floating_point and value.is_floating_point():
+                value = value.round()
+            out[name] = value.to(dtype)
+        return out
 
     def _broadcasts(self, values: Dict[str, torch.Tensor], num_draws: int) -> bool:
         """Whether the model run batched over two distinct draws gives what it gives
@@ -305,10 +442,10 @@ class _ModelView:
                 break
         probe = [0, other]
         try:
-            batched = self._run({n: v[probe] for n, v in values.items()}, batched=True)
+            batched = self._run(self._typed(values, probe), batched=True)
         except Exception:  # whatever fails batched is run draw by draw
             return False
-        singles = [self._run({n: v[s] for n, v in values.items()}, False) for s in probe]
+        singles = [self._run(self._typed(values, s), False) for s in probe]
         return all(
             torch.allclose(
                 batched[n],
@@ -439,11 +576,21 @@ def _posterior(samples: Mapping[str, torch.Tensor], view: Optional[_ModelView]):
     for name, value in samples.items():
         value = value.detach().cpu()
         if view is not None and view.is_discrete(name):
-            value = (value.round() if value.is_floating_point() else value).long()
+            value = _as_integers(value)
         arrays[name] = _numpy(value)
         if view is not None:
             var_dims[name] = view.dims(name, value.shape[2:])
     return arrays, var_dims
+
+
+def _as_integers(value: torch.Tensor) -> torch.Tensor:
+    """Discrete draws as integers of the smallest type that holds them."""
+    if value.numel() == 0:
+        return value.to(torch.int8)
+    dtype = smallest_int_dtype(float(value.min()), float(value.max()))
+    if value.dtype == dtype:
+        return value
+    return (value.round() if value.is_floating_point() else value).to(dtype)
 
 
 def _sample_stats(diagnostics: Mapping, num_chains: int, num_draws: int) -> Dict[str, np.ndarray]:
@@ -533,6 +680,13 @@ def _dataset(arrays, var_dims, coords, sampled: bool, attrs):
         names = lead + list(own)
         data_vars[name] = (names, array)
         used.update(zip(names, array.shape))
+        for dim, size in zip(names, array.shape):
+            if dim in coords and len(coords[dim]) != size:
+                raise ValueError(
+                    "coords['{}'] has {} value(s), but dimension '{}' of '{}' has size {}.".format(
+                        dim, len(coords[dim]), dim, name, size
+                    )
+                )
     dataset_coords = {
         d: np.asarray(coords[d]) if d in coords else np.arange(size) for d, size in used.items()
     }

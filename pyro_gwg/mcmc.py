@@ -18,25 +18,44 @@ function is traced by :func:`torch.jit.trace`, or compiled by TorchInductor for 
 at least :data:`AUTO_INDUCTOR_MIN_SIZE` chain-transition-coordinates, where its seconds
 of compilation pay off (see :mod:`pyro_gwg.compilation`). Draws are stored as integer
 codes in preallocated buffers (the smallest integer type that holds the model's values,
-thinned as they are stored) and decoded to model values once, after the run; the
-per-draw statistics of the kernel accumulate on the device, and the host synchronises
-only to refresh the progress bar.
+thinned as they are stored) and stay codes after the run: :meth:`MCMC.get_samples`
+decodes them to model values when asked, :data:`DECODE_ELEMENTS` codes at a time, so
+that neither the run nor the decoding holds more than the codes, the decoded values
+and a small work buffer. The per-draw statistics of the kernel accumulate on the
+device, and the host synchronises only to refresh the progress bar.
+
+A run stopped by ``KeyboardInterrupt`` (Ctrl-C) keeps the draws taken so far (see
+:attr:`MCMC.interrupted`); a run that raises any other error keeps nothing, so that no
+results of an earlier run outlive it.
 """
 
 from __future__ import annotations
 
+import multiprocessing
+import numbers
 import time
-from typing import Callable, Dict, Optional
+import warnings
+from collections import OrderedDict
+from itertools import product
+from typing import Callable, Dict, List, Mapping, Optional, Union
 
 import pyro
 import torch
-from pyro.infer.mcmc.util import diagnostics as pyro_diagnostics
-from pyro.infer.mcmc.util import print_summary, select_samples
+from pyro.ops.stats import hpdi
 from tqdm.auto import tqdm
 
+from pyro_gwg.diagnostics import site_diagnostics
+from pyro_gwg.energy import DiscreteEnergy
 from pyro_gwg.kernels.base import DiscreteKernel
 
-__all__ = ["AUTO_INDUCTOR_MIN_SIZE", "MCMC", "STEPS_PER_CALL"]
+__all__ = [
+    "AUTO_INDUCTOR_MIN_SIZE",
+    "CONSTANT_WARNING_MIN_STEPS",
+    "DECODE_ELEMENTS",
+    "MCMC",
+    "STEPS_PER_CALL",
+    "smallest_int_dtype",
+]
 
 _CHAIN_METHODS = ("vectorized", "sequential", "parallel")
 #: transitions per call of the compiled transition function
@@ -49,24 +68,36 @@ STEPS_PER_CALL = 8
 #: chains: 7.2 -> 2.9 ms; RBM 784 x 500 with 16 chains: 499 -> 354 us); this size
 #: keeps the time lost by the wrong choice below 9 s at either end of that range
 AUTO_INDUCTOR_MIN_SIZE = 25 * 10**7
+#: stored codes decoded (or checked, or summarised) at once: bounds the work buffers
+#: of :meth:`MCMC.get_samples`, :meth:`MCMC.diagnostics` and :meth:`MCMC.summary`
+#: (an int64 copy of this many codes is 32 MiB)
+DECODE_ELEMENTS = 2**22
+#: :meth:`MCMC.diagnostics` and :meth:`MCMC.summary` warn about coordinates that never
+#: changed in any chain when the kept draws span at least this many steps per chain
+CONSTANT_WARNING_MIN_STEPS = 100
 
 
 class MCMC:
     """Run a pyro-gwg kernel on many chains; the interface of :class:`pyro.infer.MCMC`.
 
+    Every argument is checked when the object is built; a wrong one raises a
+    ``TypeError`` or ``ValueError`` that names it.
+
     :param DiscreteKernel kernel: a pyro-gwg kernel, e.g. :class:`~pyro_gwg.GWG`.
-    :param int num_samples: draws per chain after warmup (before thinning).
-    :param int warmup_steps: warmup (adaptation) steps per chain.
-    :param int num_chains: number of chains.
+    :param int num_samples: draws per chain after warmup (before thinning), at least 1.
+    :param int warmup_steps: warmup (adaptation) steps per chain, at least 0.
+    :param int num_chains: number of chains, at least 1.
     :param str chain_method: ``"vectorized"`` (all chains as one batch), ``"sequential"``
         (one chain after the other) or ``"parallel"`` (processes, through
         :class:`pyro.infer.MCMC`).
-    :param dict initial_params: initial model values, each with a leading chain
-        dimension of size ``num_chains``.
+    :param dict initial_params: initial model values ``{site: value}``, each with a
+        leading chain dimension of size ``num_chains`` (tensors, numpy arrays or nested
+        lists; arrays and lists are converted to tensors).
     :param int thinning: keep every ``thinning``-th draw (``num_samples // thinning``
-        draws per chain are stored).
-    :param device: move tensor arguments of the model to this device before the run,
-        so that a model that builds its tensors from its data runs there.
+        draws per chain are stored); at most ``num_samples``.
+    :param device: a ``torch.device``, a string such as ``"cuda:0"`` or a CUDA index;
+        tensor arguments of the model (and ``initial_params``) are moved there before
+        the run, so that a model that builds its tensors from its data runs there.
     :param callable hook_fn: ``hook_fn(kernel, params, stage, i)`` after every step, as
         in Pyro; ``params`` holds the model values of all chains ``[C, ...]`` (computing
         them costs time, so runs without a hook are faster).
@@ -76,6 +107,19 @@ class MCMC:
     :param str mp_context: multiprocessing context for ``chain_method="parallel"``
         (default ``"spawn"``: PyTorch's OpenMP thread pool does not survive ``fork``
         once the parent process has used it, so forked chains can hang).
+
+    :ivar bool interrupted: the last :meth:`run` was stopped by ``KeyboardInterrupt``
+        (Ctrl-C). It kept the draws and statistics taken until then
+        (:attr:`num_draws_kept` per chain; with ``chain_method="sequential"`` the
+        chains finished by then, or the interrupted chain alone if that keeps more),
+        warned how many, and re-raised the interrupt; the results methods work on
+        these draws and warn that they are partial.
+    :ivar int num_draws_kept: draws per chain held after the last :meth:`run` (``None``
+        before the first run).
+    :ivar dict timing: wall-clock seconds of the last run: ``setup`` (tracing, initial
+        states), ``warmup`` and ``sampling`` (compilation falls in the first step of
+        warmup, or of sampling without warmup), summed over chains run one after the
+        other; empty when the last run raised.
 
     Example::
 
@@ -98,78 +142,150 @@ class MCMC:
         chain_method: str = "vectorized",
         initial_params: Optional[Dict[str, torch.Tensor]] = None,
         thinning: int = 1,
-        device=None,
+        device: Union[None, str, int, torch.device] = None,
         hook_fn: Optional[Callable] = None,
         disable_progbar: bool = False,
         disable_validation: bool = True,
         mp_context: Optional[str] = None,
     ) -> None:
-        if chain_method not in _CHAIN_METHODS:
-            raise ValueError(
-                "chain_method must be one of {}, got {!r}".format(_CHAIN_METHODS, chain_method)
-            )
         if not isinstance(kernel, DiscreteKernel):
             raise TypeError(
                 "pyro_gwg.MCMC runs pyro-gwg kernels (GWG, ...); for {} use "
                 "pyro.infer.MCMC.".format(type(kernel).__name__)
             )
-        if int(thinning) != thinning or thinning < 1:
-            raise ValueError("thinning must be a positive integer, got {}".format(thinning))
         self.kernel = kernel
-        self.num_samples = num_samples
-        self.warmup_steps = warmup_steps
-        self.num_chains = num_chains
+        self.num_samples = _check_int("num_samples", num_samples, 1, "draws per chain")
+        self.warmup_steps = _check_int("warmup_steps", warmup_steps, 0, "steps per chain")
+        self.num_chains = _check_int("num_chains", num_chains, 1, "chains")
+        self.thinning = _check_int("thinning", thinning, 1, "keep every thinning-th draw")
+        if self.thinning > self.num_samples:
+            raise ValueError(
+                "thinning={} is more than num_samples={}: no draw would be kept. Use "
+                "thinning <= num_samples.".format(self.thinning, self.num_samples)
+            )
+        if not isinstance(chain_method, str) or chain_method not in _CHAIN_METHODS:
+            raise ValueError(
+                "chain_method must be one of {}, got {!r}".format(_CHAIN_METHODS, chain_method)
+            )
         self.chain_method = chain_method
-        self.initial_params = initial_params
-        self.thinning = int(thinning)
-        self.device = device
+        self.initial_params = _check_initial_params(initial_params, self.num_chains)
+        self.device = _check_device(device)
+        if hook_fn is not None and not callable(hook_fn):
+            raise TypeError(
+                "hook_fn must be callable as hook_fn(kernel, params, stage, i), or None; "
+                "got {!r}".format(hook_fn)
+            )
         self.hook_fn = hook_fn
-        self.disable_progbar = disable_progbar
-        self.disable_validation = disable_validation
+        self.disable_progbar = _check_bool("disable_progbar", disable_progbar)
+        self.disable_validation = _check_bool("disable_validation", disable_validation)
+        methods = tuple(multiprocessing.get_all_start_methods())
+        if mp_context is not None and mp_context not in methods:
+            raise ValueError(
+                "mp_context must be one of {} (or None for 'spawn'), got {!r}".format(
+                    methods, mp_context
+                )
+            )
         self.mp_context = mp_context
-        self._samples: Optional[Dict[str, torch.Tensor]] = None
-        self._stats: Dict[str, torch.Tensor] = {}
-        #: wall-clock seconds of the last run: ``setup`` (tracing, initial states),
-        #: ``warmup`` and ``sampling`` (compilation falls in the first step of warmup,
-        #: or of sampling without warmup), summed over chains run one after the other
-        self.timing: Dict[str, float] = {}
         self._args, self._kwargs = (), {}
+        self._status: Optional[str] = None  # None (never run), running, done, interrupted, failed
+        self._clear()
+
+    def _clear(self) -> None:
+        """Forget the results of the last run."""
+        self._codes: Optional[torch.Tensor] = None  # [C, T, D] integer codes
+        self._stats: Dict[str, torch.Tensor] = {}  # [C, T] per statistic
+        self._energy: Optional[DiscreteEnergy] = None  # decodes the codes
+        self._draws: Optional[_DrawBuffers] = None  # buffers of the run in progress
+        self.timing: Dict[str, float] = {}
+        self.interrupted = False
+        self.num_draws_kept: Optional[int] = None
 
     # ------------------------------------------------------------------ running
     def run(self, *args, **kwargs) -> None:
         """Run the chains; the model's arguments are passed through.
 
-        :raises UnsupportedModelError: for ``chain_method="vectorized"``, when the
-            model does not broadcast over a leading chain dimension (naming the site).
+        The results of an earlier run are dropped first. ``KeyboardInterrupt`` keeps
+        the draws taken so far (see :attr:`interrupted`) and is re-raised; any other
+        error leaves no results.
+
+        :raises UnsupportedModelError: for a model the kernel cannot sample (naming
+            the site).
         """
+        self._clear()
+        self._status = "running"
+        initial_params = self.initial_params
         if self.device is not None:
             args = tuple(_to(a, self.device) for a in args)
             kwargs = {k: _to(v, self.device) for k, v in kwargs.items()}
+            if initial_params is not None:
+                initial_params = {k: v.to(self.device) for k, v in initial_params.items()}
         self._args, self._kwargs = args, kwargs
         self.timing = {"setup": 0.0, "warmup": 0.0, "sampling": 0.0}
-        with pyro.validation_enabled(not self.disable_validation):
-            if self.chain_method == "parallel":
-                self._run_with_pyro(args, kwargs)
-            elif self.chain_method == "vectorized":
-                self._samples, self._stats = self._run_batch(
-                    self.num_chains, self.initial_params, "", args, kwargs
-                )
-            else:
-                runs = [
-                    self._run_batch(1, self._chain_params(c), "[{}] ".format(c), args, kwargs)
-                    for c in range(self.num_chains)
-                ]
-                self._samples = {k: torch.cat([r[0][k] for r in runs]) for k in runs[0][0]}
-                self._stats = {k: torch.cat([r[1][k] for r in runs]) for k in runs[0][1]}
+        try:
+            with pyro.validation_enabled(not self.disable_validation):
+                if self.chain_method == "parallel":
+                    self._run_with_pyro(initial_params, args, kwargs)
+                elif self.chain_method == "vectorized":
+                    self._run_batch(slice(0, self.num_chains), initial_params, "", args, kwargs)
+                else:
+                    for c in range(self.num_chains):
+                        params = None
+                        if initial_params is not None:
+                            params = {k: v[c : c + 1] for k, v in initial_params.items()}
+                        label = "[{}] ".format(c)
+                        self._run_batch(slice(c, c + 1), params, label, args, kwargs)
+        except KeyboardInterrupt:
+            self._keep_partial()
+            raise
+        except BaseException:
+            self._clear()
+            self._status = "failed"
+            raise
+        if self._draws is not None:
+            self._codes, self._stats = self._draws.codes, self._draws.stats
+            self._draws = None
+        self.num_draws_kept = self._codes.shape[1]
+        self._status = "done"
 
-    def _chain_params(self, chain: int) -> Optional[Dict[str, torch.Tensor]]:
-        if self.initial_params is None:
-            return None
-        return {k: v[chain : chain + 1] for k, v in self.initial_params.items()}
+    def _keep_partial(self) -> None:
+        """After ``KeyboardInterrupt``: keep the largest block of chains x draws taken,
+        and warn."""
+        draws, self._draws = self._draws, None
+        self._status, self.interrupted = "interrupted", True
+        chains, kept, least = 0, 0, None
+        for c, count in enumerate(draws.kept if draws is not None else []):
+            least = count if least is None else min(least, count)
+            if (c + 1) * least > chains * kept:
+                chains, kept = c + 1, least
+        self.num_draws_kept = kept
+        if kept == 0:
+            self._energy = None
+            warnings.warn(
+                "pyro_gwg.MCMC.run() was interrupted and kept no draws (it stopped during "
+                "warmup{}); call run() again.".format(
+                    ", or ran its chains in worker processes (chain_method='parallel')"
+                    if self.chain_method == "parallel"
+                    else ""
+                ),
+                UserWarning,
+                stacklevel=3,
+            )
+            return
+        self._codes = draws.codes[:chains, :kept]
+        self._stats = {k: v[:chains, :kept] for k, v in draws.stats.items()}
+        warnings.warn(
+            "pyro_gwg.MCMC.run() was interrupted: kept {} draws per chain of {} chains "
+            "(of {} draws per chain of {} chains asked for). get_samples(), "
+            "get_statistics(), diagnostics(), summary() and to_inference_data() work on "
+            "these partial results.".format(kept, chains, draws.num_kept, self.num_chains),
+            UserWarning,
+            stacklevel=3,
+        )
 
     @pyro.poutine.block
-    def _run_batch(self, num_chains, initial_params, label, args, kwargs):
+    def _run_batch(self, chains: slice, initial_params, label: str, args, kwargs) -> None:
         kernel = self.kernel
+        num_chains = chains.stop - chains.start
         kernel.vectorized_chains = num_chains
         if initial_params is not None and num_chains == 1:
             initial_params = {k: v[0] for k, v in initial_params.items()}
@@ -178,14 +294,18 @@ class MCMC:
         kernel.setup(self.warmup_steps, *args, **kwargs)
         clock = self._tick("setup", clock)
         layout = kernel.energy.layout
-        draws = _DrawBuffers(
-            num_chains,
-            self.num_samples // self.thinning,
-            self.thinning,
-            layout.num_coords,
-            _code_dtype(layout),
-            kernel.state.codes.device,
-        )
+        if self._draws is None:
+            self._check_site_names(kernel.energy)
+            self._energy = kernel.energy
+            self._draws = _DrawBuffers(
+                self.num_chains,
+                self.num_samples // self.thinning,
+                self.thinning,
+                layout.num_coords,
+                _code_dtype(layout),
+                kernel.state.codes.device,
+            )
+        draws = self._draws
         total = self.warmup_steps + self.num_samples
         size = num_chains * total * layout.num_coords
         backend = "inductor" if size >= AUTO_INDUCTOR_MIN_SIZE else "trace"
@@ -194,99 +314,374 @@ class MCMC:
             ("Warmup", "warmup", False, self.warmup_steps),
             ("Sample", "sampling", True, total),
         )
-        t = 0
-        for stage, phase, keep, end in phases:
-            progress.start(stage + " " + label)
-            while t < end:
-                if self.hook_fn is not None or (kernel.adapts and stage == "Warmup"):
-                    info, codes, log_joint = _one_transition(kernel, draws.code_dtype)
-                else:  # whole calls compiled, the remainder of the phase eagerly
-                    steps = min(STEPS_PER_CALL, end - t)
-                    info, codes, log_joint = kernel.advance(
-                        steps, draws.code_dtype, backend if steps == STEPS_PER_CALL else None
-                    )
-                steps = codes.shape[1]
-                if keep:
-                    draws.store(t - self.warmup_steps, info, codes, log_joint)
-                if self.hook_fn is not None:
-                    self.hook_fn(kernel, kernel.current_values(), stage, t)
-                progress.update(steps, info.accepted)
-                t += steps
-            _synchronize(draws.codes.device)
-            clock = self._tick(phase, clock)
-        progress.close()
-        values = kernel.energy.values_from_codes(draws.codes.flatten(0, 1).long())
-        dtype = torch.get_default_dtype()
-        samples = {
-            name: v.to(dtype).reshape(draws.codes.shape[:2] + v.shape[1:])
-            for name, v in values.items()
-        }
+        t, phase = 0, "warmup"
+        try:
+            for stage, phase, keep, end in phases:
+                progress.start(stage + " " + label)
+                while t < end:
+                    if self.hook_fn is not None or (kernel.adapts and stage == "Warmup"):
+                        info, codes, log_joint = _one_transition(kernel, draws.code_dtype)
+                    else:  # whole calls compiled, the remainder of the phase eagerly
+                        steps = min(STEPS_PER_CALL, end - t)
+                        info, codes, log_joint = kernel.advance(
+                            steps, draws.code_dtype, backend if steps == STEPS_PER_CALL else None
+                        )
+                    steps = codes.shape[1]
+                    if keep:
+                        draws.store(t - self.warmup_steps, info, codes, log_joint, chains)
+                    if self.hook_fn is not None:
+                        self.hook_fn(kernel, kernel.current_values(), stage, t)
+                    progress.update(steps, info.accepted)
+                    t += steps
+                _synchronize(draws.codes.device)
+                clock = self._tick(phase, clock)
+        except KeyboardInterrupt:
+            self._tick(phase, clock)
+            raise
+        finally:
+            progress.close()
         kernel.cleanup()
-        return samples, draws.stats
+
+    def _check_site_names(self, energy: DiscreteEnergy) -> None:
+        if self.initial_params is None:
+            return
+        names = [site.name for site in energy.sites]
+        unknown = [name for name in self.initial_params if name not in names]
+        if unknown:
+            raise ValueError(
+                "initial_params has a value for {}, which is not a latent discrete site "
+                "sampled by the kernel (latent sites: {}). Remove it.".format(
+                    ", ".join(map(repr, unknown)), ", ".join(map(repr, names))
+                )
+            )
 
     def _tick(self, phase: str, since: float) -> float:
         now = time.perf_counter()
         self.timing[phase] += now - since
         return now
 
-    def _run_with_pyro(self, args, kwargs) -> None:
+    def _run_with_pyro(self, initial_params, args, kwargs) -> None:
+        kernel = self.kernel
+        if kernel.model is None:  # the kernel's own message
+            kernel.setup(self.warmup_steps, *args, **kwargs)
+        energy = DiscreteEnergy(
+            kernel.model,
+            args,
+            kwargs,
+            max_plate_nesting=kernel.max_plate_nesting,
+            init_strategy=kernel.init_strategy,
+        )
+        self._check_site_names(energy)
+        if initial_params is not None and self.num_chains == 1:
+            initial_params = {k: v[0] for k, v in initial_params.items()}  # as Pyro wants
         mcmc = pyro.infer.MCMC(
-            self.kernel,
+            kernel,
             num_samples=self.num_samples,
             warmup_steps=self.warmup_steps,
             num_chains=self.num_chains,
-            initial_params=self.initial_params,
+            initial_params=initial_params,
             hook_fn=self.hook_fn,
             mp_context=self.mp_context or "spawn",
             disable_progbar=self.disable_progbar,
             disable_validation=self.disable_validation,
         )
+        clock = time.perf_counter()
         mcmc.run(*args, **kwargs)
-        samples = mcmc.get_samples(group_by_chain=True)
-        self._samples = {k: v[:, self.thinning - 1 :: self.thinning] for k, v in samples.items()}
-        diagnostics = mcmc.diagnostics()
-        chains = ["chain {}".format(c) for c in range(self.num_chains)]
-        self._stats = {
-            name: torch.stack([per_chain[c] for c in chains])[:, self.thinning - 1 :: self.thinning]
-            for name, per_chain in diagnostics.items()
-            if isinstance(per_chain, dict)
-            and all(isinstance(per_chain.get(c), torch.Tensor) for c in chains)
-            and per_chain[chains[0]].dim() == 1
-        }
+        self._tick("sampling", clock)
+        kept = slice(self.thinning - 1, None, self.thinning)
+        samples = {k: v[:, kept] for k, v in mcmc.get_samples(group_by_chain=True).items()}
+        num_kept = self.num_samples // self.thinning
+        codes = torch.empty(
+            (self.num_chains, num_kept, energy.num_coords), dtype=_code_dtype(energy.layout)
+        )
+        for c in range(self.num_chains):
+            codes[c] = energy.codes_from_values({k: v[c] for k, v in samples.items()})
+        # the kernel's per-chain statistics (Pyro's diagnostics() would also compute
+        # the ESS of every site, which needs T x T memory per coordinate)
+        per_chain = mcmc._diagnostics
+        stats = {}
+        for name in per_chain[0]:
+            values = [chain[name] for chain in per_chain]
+            if all(isinstance(v, torch.Tensor) and v.dim() == 1 for v in values):
+                if all(v.shape[0] == self.num_samples for v in values):
+                    stats[name] = torch.stack(values)[:, kept]
+        self._energy, self._codes, self._stats = energy, codes, stats
 
     # ------------------------------------------------------------------ results
-    def get_samples(self, num_samples: Optional[int] = None, group_by_chain: bool = False):
-        """Draws ``{site: [num_chains, num_draws, ...]}`` (or flattened over chains).
+    def _results(self) -> torch.Tensor:
+        """The codes ``[C, T, D]`` of the last run; a clear error where there are none,
+        a warning where they are partial."""
+        if self._codes is None:
+            if self._status is None:
+                reason = "has no draws yet: call run() first."
+            elif self._status == "running":
+                reason = "has no draws yet: run() is still running."
+            elif self._status == "interrupted":
+                reason = (
+                    "has no draws: the last call of run() was interrupted before it kept "
+                    "any draw; call run() again."
+                )
+            else:
+                reason = (
+                    "has no draws: the last call of run() raised an error (see its "
+                    "traceback) and kept nothing; fix the cause and call run() again."
+                )
+            raise RuntimeError("pyro_gwg.MCMC " + reason)
+        if self.interrupted:
+            warnings.warn(
+                "These results are partial: the last call of run() was interrupted and "
+                "kept {} draws per chain of {} chains (of {} draws per chain asked "
+                "for).".format(
+                    self._codes.shape[1],
+                    self._codes.shape[0],
+                    self.num_samples // self.thinning,
+                ),
+                UserWarning,
+                stacklevel=3,
+            )
+        return self._codes
 
-        :param int num_samples: draw this many samples with replacement (as Pyro does).
+    def get_samples(
+        self, num_samples: Optional[int] = None, group_by_chain: bool = False
+    ) -> Dict[str, torch.Tensor]:
+        """Draws ``{site: [num_chains, num_draws, ...]}`` (or flattened over chains), as
+        model values: ``Categorical`` sites as category indices (``torch.long``, usable
+        as indices, e.g. by :class:`pyro.infer.Predictive`), every other site as floats
+        of the default dtype, as :class:`pyro.infer.MCMC` returns them.
+
+        The draws are decoded from the stored integer codes at every call (a few
+        million codes at a time, see :data:`DECODE_ELEMENTS`); keep the result rather
+        than calling this repeatedly.
+
+        :param int num_samples: draw this many samples with replacement (as Pyro does);
+            only those are decoded.
         :param bool group_by_chain: keep the chain dimension.
         """
-        if self._samples is None:
-            raise RuntimeError("MCMC.run() has not been called.")
-        return select_samples(self._samples, num_samples, group_by_chain)
+        codes = self._results()
+        num_chains, num_draws = codes.shape[:2]
+        if num_samples is None:
+            values = _decode(self._energy, codes)
+        else:
+            num_samples = _check_int("num_samples", num_samples, 1, "draws to select")
+            if group_by_chain:
+                index = torch.randint(0, num_draws, (num_samples,), device=codes.device)
+                values = _decode(self._energy, codes[:, index])
+            else:
+                index = torch.randint(0, num_chains * num_draws, (num_samples,))
+                index = index.to(codes.device)
+                chosen = codes[index // num_draws, index % num_draws]
+                values = _decode(self._energy, chosen.unsqueeze(0))
+                return {k: v[0] for k, v in values.items()}
+        if not group_by_chain:
+            values = {k: v.reshape((-1,) + v.shape[2:]) for k, v in values.items()}
+        return values
+
+    def _integer_samples(self) -> Dict[str, torch.Tensor]:
+        """Draws ``{site: [C, T, *value_shape]}`` as integers of the smallest type that
+        holds them (``int8`` for a one-hot site's vectors), copied from the codes a block
+        of draws at a time (for :func:`~pyro_gwg.to_inference_data`)."""
+        codes = self._results()
+        num_chains, num_draws = codes.shape[:2]
+        out = {}
+        for site in self._energy.sites:
+            own = codes[:, :, site.offset : site.offset + site.num_coords]
+            if site.kind == "one-hot":
+                dtype, width = torch.int8, site.num_categories
+                categories = torch.arange(width, device=codes.device, dtype=codes.dtype)
+            else:
+                dtype, width = smallest_int_dtype(float(own.min()), float(own.max())), 1
+            value = torch.empty(
+                (num_chains, num_draws) + tuple(site.value_shape), dtype=dtype, device=codes.device
+            )
+            step = max(1, DECODE_ELEMENTS // max(1, num_chains * site.num_coords * width))
+            for start in range(0, num_draws, step):
+                block = own[:, start : start + step]
+                if site.kind == "one-hot":
+                    block = block.unsqueeze(-1) == categories
+                value[:, start : start + step] = block.to(dtype).reshape(
+                    block.shape[:2] + tuple(site.value_shape)
+                )
+            out[site.name] = value
+        return out
 
     def get_statistics(self) -> Dict[str, torch.Tensor]:
         """Per-draw kernel statistics ``{name: [num_chains, num_draws]}`` (``accepted``,
         ``accept_prob``, ``num_changed``, ``log_joint``, ...)."""
+        self._results()
         return dict(self._stats)
 
     def diagnostics(self) -> Dict[str, Dict[str, object]]:
-        """Pyro's diagnostics (effective sample size, split R-hat per site) plus the
-        kernel's per-draw statistics, as ``{name: {"chain i": tensor}}``, and the
-        acceptance rate per chain."""
-        diag = pyro_diagnostics(self._samples)
-        chains = ["chain {}".format(c) for c in range(self.num_chains)]
-        for name, value in self._stats.items():
-            diag[name] = dict(zip(chains, value.cpu()))
-        if "accepted" in self._stats:
-            rates = self._stats["accepted"].float().mean(-1).tolist()
-            diag["acceptance rate"] = dict(zip(chains, rates))
-        diag["divergences"] = {c: [] for c in chains}
+        """Convergence diagnostics per site and the kernel's statistics per chain.
+
+        For every site, ``{"n_eff": ..., "r_hat": ...}`` shaped like the site's value:
+        Pyro's effective sample size and split R-hat, computed coordinate by coordinate
+        (:func:`pyro_gwg.diagnostics.site_diagnostics`), NaN only for coordinates whose
+        draws are all equal (R-hat also NaN for runs of fewer than 4 draws per chain).
+        A ``UserWarning`` names the coordinates that never changed in any chain of a
+        run of at least :data:`CONSTANT_WARNING_MIN_STEPS` steps after warmup.
+
+        Then each per-draw statistic of the kernel, as ``{name: {"chain i": tensor}}``,
+        the acceptance rate per chain and an empty ``divergences`` list per chain.
+        """
+        codes = self._results()
+        diag: Dict[str, Dict[str, object]] = OrderedDict()
+        for name, columns in self._site_table(codes, summary=False).items():
+            diag[name] = columns
+        diag.update(self._chain_statistics())
         return diag
 
+    def _chain_statistics(self) -> Dict[str, Dict[str, object]]:
+        """``{statistic: {"chain i": value}}`` of the kernel (no site diagnostics)."""
+        num_chains = self._codes.shape[0]
+        chains = ["chain {}".format(c) for c in range(num_chains)]
+        out: Dict[str, Dict[str, object]] = OrderedDict()
+        for name, value in self._stats.items():
+            out[name] = dict(zip(chains, value.cpu()))
+        if "accepted" in self._stats:
+            rates = self._stats["accepted"].float().mean(-1).tolist()
+            out["acceptance rate"] = dict(zip(chains, rates))
+        out["divergences"] = {c: [] for c in chains}
+        return out
+
     def summary(self, prob: float = 0.9) -> None:
-        """Print Pyro's summary table (mean, std, quantiles, n_eff, r_hat per site)."""
-        print_summary(self._samples, prob=prob)
+        """Print Pyro's summary table (mean, std, median, credible interval, n_eff,
+        r_hat per coordinate), with n_eff and r_hat as in :meth:`diagnostics`.
+
+        :param float prob: the probability mass of the credible interval (highest
+            posterior density), in (0, 1).
+        """
+        if isinstance(prob, bool) or not isinstance(prob, numbers.Real) or not 0 < prob < 1:
+            raise ValueError("prob must be a number in (0, 1), got {!r}".format(prob))
+        codes = self._results()
+        _print_table(self._site_table(codes, summary=True, prob=float(prob)))
+
+    def _site_table(self, codes: torch.Tensor, summary: bool, prob: float = 0.9):
+        """``{site: OrderedDict(column: tensor of the value shape)}``: n_eff and r_hat,
+        and with ``summary`` also mean, std, median and the HPD interval, computed on a
+        few coordinates at a time; warns about coordinates that never changed."""
+        num_chains, num_draws = codes.shape[:2]
+        constant = _constant_in_every_chain(codes)
+        long_run = num_draws * self.thinning >= CONSTANT_WARNING_MIN_STEPS
+        dtype = torch.get_default_dtype()
+        table = OrderedDict()
+        for site in self._energy.sites:
+            width = site.num_categories if site.kind == "one-hot" else 1
+            per_coord = max(1, DECODE_ELEMENTS // max(1, num_chains * num_draws * width))
+            columns: Dict[str, List[torch.Tensor]] = OrderedDict()
+            for start in range(0, site.num_coords, per_coord):
+                stop = min(site.num_coords, start + per_coord)
+                block = codes[:, :, site.offset + start : site.offset + stop].long()
+                values = site.encode(block).to(dtype).reshape(num_chains, num_draws, -1)
+                del block
+                for key, value in _columns(values, summary, prob).items():
+                    columns.setdefault(key, []).append(value)
+            table[site.name] = OrderedDict(
+                (key, torch.cat(parts).reshape(site.value_shape)) for key, parts in columns.items()
+            )
+            stuck = constant[site.offset : site.offset + site.num_coords]
+            if long_run and bool(stuck.any()):
+                _warn_constant(site, stuck, num_chains, num_draws)
+        return table
+
+
+def _columns(values: torch.Tensor, summary: bool, prob: float) -> Dict[str, torch.Tensor]:
+    """Summary columns of ``values [C, T, n]``, each ``[n]``."""
+    out = OrderedDict()
+    if summary:
+        flat = values.reshape((-1,) + values.shape[2:])
+        low, high = hpdi(flat, prob=prob)
+        out["mean"] = flat.mean(0)
+        out["std"] = flat.std(0) if flat.shape[0] > 1 else torch.full_like(flat[0], float("nan"))
+        out["median"] = flat.median(0).values
+        out["{:.1f}%".format(50 * (1 - prob))] = low
+        out["{:.1f}%".format(50 * (1 + prob))] = high
+    out.update(site_diagnostics(values))
+    return out
+
+
+def _print_table(table: Mapping[str, Mapping[str, torch.Tensor]]) -> None:
+    """Print ``{site: {column: tensor}}`` in the format of Pyro's ``print_summary``."""
+    if not table:
+        return
+    row_names = {
+        name: name + "[" + ",".join(str(n - 1) for n in columns["mean"].shape) + "]"
+        for name, columns in table.items()
+    }
+    width = max(max(len(r) for r in row_names.values()), 10)
+    name_format = "{:>" + str(width) + "}"
+    columns = [""] + list(next(iter(table.values())).keys())
+    print()
+    print((name_format + " {:>9}" * (len(columns) - 1)).format(*columns))
+    row_format = name_format + " {:>9.2f}" * (len(columns) - 1)
+    for name, stats in table.items():
+        shape = stats["mean"].shape
+        for index in product(*map(range, shape)):
+            label = name + ("[{}]".format(",".join(map(str, index))) if shape else "")
+            print(row_format.format(label, *[float(v[index]) for v in stats.values()]))
+    print()
+
+
+def _warn_constant(site, stuck: torch.Tensor, num_chains: int, num_draws: int) -> None:
+    """Warn that the coordinates ``stuck`` (bool, flat over the site's coordinates) of
+    ``site`` never changed in any chain."""
+    flat = stuck.nonzero().reshape(-1).tolist()
+    shape = tuple(site.coord_shape)
+    labels = []
+    for index in flat[:10]:
+        position = []
+        for size in reversed(shape):
+            position.append(index % size)
+            index //= size
+        labels.append("{}[{}]".format(site.name, ",".join(map(str, reversed(position)))))
+    more = " and {} more".format(len(flat) - 10) if len(flat) > 10 else ""
+    warnings.warn(
+        "Site '{}': {} of {} coordinate(s) never changed in any chain after warmup "
+        "({}{}; {} draws per chain, {} chain(s)). Their n_eff and r_hat are NaN where "
+        "every chain holds the same value (and r_hat is infinite where chains hold "
+        "different values); ArviZ reports n_eff = the number of draws for them. The "
+        "chains may be stuck (started where the kernel cannot leave), or the posterior "
+        "puts (nearly) all its mass on one value. Check trace plots, run longer or "
+        "from other initial states (see 'Errors and warnings' in the "
+        "documentation).".format(
+            site.name, len(flat), site.num_coords, ", ".join(labels), more, num_draws, num_chains
+        ),
+        UserWarning,
+        stacklevel=4,
+    )
+
+
+def _constant_in_every_chain(codes: torch.Tensor) -> torch.Tensor:
+    """bool ``[D]``: the coordinate never changes within any chain of ``codes [C, T, D]``
+    (compared a block of draws at a time)."""
+    num_chains, num_draws, num_coords = codes.shape
+    first = codes[:, :1]
+    constant = torch.ones(num_chains, num_coords, dtype=torch.bool, device=codes.device)
+    step = max(1, DECODE_ELEMENTS // max(1, num_chains * num_coords))
+    for start in range(1, num_draws, step):
+        block = codes[:, start : start + step]
+        constant &= (block == first).all(1)
+    return constant.all(0).cpu()
+
+
+def _decode(energy: DiscreteEnergy, codes: torch.Tensor) -> Dict[str, torch.Tensor]:
+    """Model values ``{name: [C, T, *value_shape]}`` of codes ``[C, T, D]``, decoded
+    :data:`DECODE_ELEMENTS` codes at a time into preallocated tensors."""
+    num_chains, num_draws, num_coords = codes.shape
+    rows = max(1, DECODE_ELEMENTS // max(1, num_coords))  # draws per block
+    chains_per_block = max(1, rows // max(1, num_draws))
+    draws_per_block = num_draws if chains_per_block > 1 else min(rows, num_draws)
+    out: Dict[str, torch.Tensor] = {}
+    for c0 in range(0, num_chains, chains_per_block):
+        c1 = min(num_chains, c0 + chains_per_block)
+        for t0 in range(0, num_draws, draws_per_block):
+            t1 = min(num_draws, t0 + draws_per_block)
+            block = codes[c0:c1, t0:t1].reshape(-1, num_coords).long()
+            for name, value in energy.values_from_codes(block).items():
+                if name not in out:
+                    shape = (num_chains, num_draws) + tuple(value.shape[1:])
+                    out[name] = torch.empty(shape, dtype=value.dtype, device=value.device)
+                out[name][c0:c1, t0:t1] = value.reshape((c1 - c0, t1 - t0) + value.shape[1:])
+    return out
 
 
 def _one_transition(kernel: DiscreteKernel, code_dtype: torch.dtype):
@@ -299,7 +694,8 @@ def _one_transition(kernel: DiscreteKernel, code_dtype: torch.dtype):
 
 class _DrawBuffers:
     """Preallocated ``[C, num_kept, ...]`` buffers of the kept draws (codes) and of the
-    per-draw statistics, filled on the device from runs of transitions."""
+    per-draw statistics, filled on the device from runs of transitions; ``kept`` counts
+    the draws stored per chain."""
 
     def __init__(self, num_chains, num_kept, thinning, num_coords, code_dtype, device):
         self.num_kept, self.thinning, self.code_dtype = num_kept, thinning, code_dtype
@@ -307,10 +703,14 @@ class _DrawBuffers:
             (num_chains, num_kept, num_coords), dtype=code_dtype, device=device
         )
         self.stats: Dict[str, torch.Tensor] = {}
+        self.kept = [0] * num_chains
 
-    def store(self, first: int, info, codes: torch.Tensor, log_joint: torch.Tensor) -> None:
+    def store(
+        self, first: int, info, codes: torch.Tensor, log_joint: torch.Tensor, chains: slice
+    ) -> None:
         """Keep the thinned draws among the draws ``first, first + 1, ...`` (after
-        warmup) of a run of transitions; ``codes [C, n, D]``, the rest ``[C, n]``."""
+        warmup) of a run of transitions of ``chains``; ``codes [c, n, D]``, the rest
+        ``[c, n]``."""
         thin = self.thinning
         offset = -(first + 1) % thin  # run position of the first draw j with (j + 1) % thin == 0
         slot = (first + offset) // thin
@@ -318,13 +718,15 @@ class _DrawBuffers:
         if count <= 0:
             return
         kept = slice(offset, offset + thin * (count - 1) + 1, thin)
-        self.codes[:, slot : slot + count] = codes[:, kept]
+        self.codes[chains, slot : slot + count] = codes[:, kept]
         for name, value in dict(info._asdict(), log_joint=log_joint).items():
             if name not in self.stats:
                 self.stats[name] = torch.empty(
-                    (value.shape[0], self.num_kept), dtype=value.dtype, device=value.device
+                    (self.codes.shape[0], self.num_kept), dtype=value.dtype, device=value.device
                 )
-            self.stats[name][:, slot : slot + count] = value[:, kept]
+            self.stats[name][chains, slot : slot + count] = value[:, kept]
+        for c in range(chains.start, chains.stop):
+            self.kept[c] = slot + count
 
 
 class _Progress:
@@ -364,12 +766,117 @@ def _to(value, device):
     return value.to(device) if isinstance(value, torch.Tensor) else value
 
 
-def _code_dtype(layout) -> torch.dtype:
-    """Smallest integer type holding every code of the layout (int64 if unbounded)."""
-    low = float(torch.where(layout.is_scalar, layout.lower, 0.0).min())
-    high = float(torch.where(layout.is_scalar, layout.upper, layout.num_categories - 1.0).max())
+def smallest_int_dtype(low: float, high: float) -> torch.dtype:
+    """The smallest signed integer type holding every integer in ``[low, high]`` (int64
+    if none does, e.g. for an unbounded range).
+
+    :param float low: least value.
+    :param float high: largest value.
+    :rtype: torch.dtype
+    """
     for dtype in (torch.int8, torch.int16, torch.int32):
         info = torch.iinfo(dtype)
         if info.min <= low and high <= info.max:
             return dtype
     return torch.int64
+
+
+def _code_dtype(layout) -> torch.dtype:
+    """Smallest integer type holding every code of the layout (int64 if unbounded)."""
+    low = float(torch.where(layout.is_scalar, layout.lower, 0.0).min())
+    high = float(torch.where(layout.is_scalar, layout.upper, layout.num_categories - 1.0).max())
+    return smallest_int_dtype(low, high)
+
+
+# ---------------------------------------------------------------------- arguments
+
+
+def _check_int(name: str, value, minimum: int, meaning: str) -> int:
+    """``value`` as an ``int`` (Python or numpy integers; no bools, no floats)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(
+            "{} must be an integer ({}), got {!r} of type {}.".format(
+                name, meaning, value, type(value).__name__
+            )
+        )
+    if value < minimum:
+        raise ValueError(
+            "{} must be a {} integer ({}), got {}.".format(
+                name, "positive" if minimum == 1 else "non-negative", meaning, value
+            )
+        )
+    return int(value)
+
+
+def _check_bool(name: str, value) -> bool:
+    if not isinstance(value, bool) and type(value).__name__ != "bool_":  # numpy bools too
+        raise TypeError(
+            "{} must be a bool (True or False), got {!r} of type {}.".format(
+                name, value, type(value).__name__
+            )
+        )
+    return bool(value)
+
+
+def _check_device(device) -> Optional[torch.device]:
+    if device is None:
+        return None
+    if isinstance(device, bool) or not isinstance(device, (str, numbers.Integral, torch.device)):
+        raise TypeError(
+            "device must be a torch.device, a string such as 'cpu' or 'cuda:0', a CUDA "
+            "device index or None; got {!r} of type {}.".format(device, type(device).__name__)
+        )
+    try:
+        result = torch.device(device if isinstance(device, (str, torch.device)) else int(device))
+    except (RuntimeError, TypeError, ValueError):
+        raise ValueError(
+            "device {!r} is not a torch device; use for example 'cpu', 'cuda' or 'cuda:0'.".format(
+                device
+            )
+        ) from None
+    if result.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(
+            "device {!r} asks for a GPU, but CUDA is not available to this PyTorch; use "
+            "device='cpu' or None.".format(device)
+        )
+    return result
+
+
+def _check_initial_params(initial_params, num_chains: int) -> Optional[Dict[str, torch.Tensor]]:
+    """``initial_params`` as tensors with a leading chain dimension of ``num_chains``."""
+    if initial_params is None:
+        return None
+    if not isinstance(initial_params, Mapping):
+        raise TypeError(
+            "initial_params must be a dict {{site name: initial values, one per chain}}, "
+            "got {}.".format(type(initial_params).__name__)
+        )
+    out = {}
+    for name, value in initial_params.items():
+        if not isinstance(name, str):
+            raise TypeError(
+                "initial_params keys must be site names (strings), got {!r}.".format(name)
+            )
+        if not isinstance(value, torch.Tensor):
+            try:
+                value = torch.as_tensor(value)
+            except (TypeError, ValueError, RuntimeError):
+                raise TypeError(
+                    "initial_params['{}'] must be a tensor, a numpy array or a nested list "
+                    "of numbers, got {!r} of type {}.".format(name, value, type(value).__name__)
+                ) from None
+        if value.dim() == 0:
+            raise ValueError(
+                "initial_params['{}'] is a scalar; it needs a leading (chain) dimension of "
+                "size num_chains={}, e.g. torch.tensor([value]) for one chain.".format(
+                    name, num_chains
+                )
+            )
+        if value.shape[0] != num_chains:
+            raise ValueError(
+                "initial_params['{}'] has a leading (chain) dimension of size {}, but "
+                "num_chains={}: give every site one initial value per chain, shaped "
+                "[num_chains, *value_shape].".format(name, value.shape[0], num_chains)
+            )
+        out[name] = value
+    return out

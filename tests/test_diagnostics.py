@@ -16,6 +16,7 @@ from pyro_gwg.diagnostics import (
     mmd,
     pairwise_error,
     reference_state,
+    site_diagnostics,
     tv_distance,
 )
 
@@ -118,3 +119,45 @@ def test_errors_accept_chains_and_draws(posterior):
     assert marginal_error(draws, posterior) < 0.03
     assert pairwise_error(draws, posterior) < 0.03
     assert tv_distance(draws, posterior) < 0.2
+
+
+# ---------------------------------------------------------------- site_diagnostics
+
+
+def test_site_diagnostics_are_pyros_with_nan_only_where_constant():
+    from pyro.ops.stats import effective_sample_size, split_gelman_rubin
+
+    torch.manual_seed(3)
+    draws = torch.randint(0, 3, (3, 200, 2, 3))
+    draws[:, :, 1, 2] = 1  # one coordinate never moves
+    diag = site_diagnostics(draws)
+    assert diag["n_eff"].shape == diag["r_hat"].shape == (2, 3)
+    assert diag["n_eff"].dtype == torch.get_default_dtype()
+    assert torch.isnan(diag["n_eff"][1, 2]) and torch.isnan(diag["r_hat"][1, 2])
+    moving = draws.float().reshape(3, 200, 6)[..., :5]
+    assert torch.isnan(effective_sample_size(draws.float())).all()  # Pyro's: all NaN
+    n_eff, r_hat = diag["n_eff"].reshape(6)[:5], diag["r_hat"].reshape(6)[:5]
+    assert torch.allclose(n_eff, effective_sample_size(moving), rtol=1e-5)
+    assert torch.allclose(r_hat, split_gelman_rubin(moving), rtol=1e-5)
+    # one chain, and an odd number of draws
+    one = site_diagnostics(moving[:1, :199])
+    assert torch.allclose(one["n_eff"], effective_sample_size(moving[:1, :199]), rtol=1e-5)
+
+
+def test_site_diagnostics_of_chains_stuck_at_different_values():
+    draws = torch.zeros(2, 50, 1)
+    draws[1] = 1.0
+    diag = site_diagnostics(draws)
+    assert torch.isfinite(diag["n_eff"]).all() and torch.isinf(diag["r_hat"]).all()
+
+
+def test_site_diagnostics_of_short_and_long_runs():
+    short = site_diagnostics(torch.tensor([[[0.0], [1.0], [1.0]]]))  # one chain, 3 draws
+    assert torch.isfinite(short["n_eff"]).all() and torch.isnan(short["r_hat"]).all()
+    assert torch.isnan(site_diagnostics(torch.ones(2, 1, 3))["n_eff"]).all()
+    # 2 x 200,000 draws: Pyro's running minimum would need 10^10 entries
+    torch.manual_seed(0)
+    diag = site_diagnostics(torch.randint(0, 2, (2, 200000)))
+    assert 3e5 < float(diag["n_eff"]) < 5e5 and abs(float(diag["r_hat"]) - 1) < 0.01
+    with pytest.raises(ValueError, match="shaped \\[num_chains, num_draws, ...\\]"):
+        site_diagnostics(torch.zeros(5))

@@ -27,7 +27,10 @@ def test_marginals_and_normaliser_of_independent_bits():
     like1 = dist.Normal(1.0, 1.0).log_prob(Y)
     like0 = dist.Normal(0.0, 1.0).log_prob(Y)
     post_logit = logits + like1 - like0
-    assert torch.allclose(post.flat_marginals()[:, 1], torch.sigmoid(post_logit), atol=1e-6)
+    # the log joint is float64 (so are the marginals); the references here are float32
+    marginal = post.flat_marginals()[:, 1]
+    assert marginal.dtype == torch.float64
+    assert torch.allclose(marginal.float(), torch.sigmoid(post_logit), atol=1e-6)
     evidence = (
         torch.stack(
             [
@@ -38,7 +41,7 @@ def test_marginals_and_normaliser_of_independent_bits():
         .logsumexp(0)
         .sum()
     )
-    assert torch.allclose(post.log_normalizer, evidence, atol=1e-5)
+    assert torch.allclose(post.log_normalizer.float(), evidence, atol=1e-5)
     pair = post.pairwise_marginals()
     m = post.flat_marginals()
     assert torch.allclose(pair[0, 1], torch.outer(m[0], m[1]), atol=1e-6)
@@ -60,7 +63,7 @@ def test_exact_draws_follow_the_posterior():
     post = exact_posterior(independent_bits, Y)
     draws = post.sample(20000)["x"]
     assert draws.shape == (20000, 3)
-    assert torch.allclose(draws.float().mean(0), post.flat_marginals()[:, 1], atol=0.015)
+    assert torch.allclose(draws.double().mean(0), post.flat_marginals()[:, 1], atol=0.015)
 
 
 def test_enumeration_agrees_with_brute_force_for_a_mixed_model():
@@ -80,10 +83,10 @@ def test_enumeration_agrees_with_brute_force_for_a_mixed_model():
         )
         joint[(b0, b1, z, c, k)] = lp
     log_z = torch.stack(list(joint.values())).logsumexp(0)
-    assert torch.allclose(post.log_normalizer, log_z, atol=1e-5)
+    assert torch.allclose(post.log_normalizer.float(), log_z, atol=1e-5)
     for state, lp in list(joint.items())[::37]:
         index = post.state_index(torch.tensor([state]))
-        assert torch.allclose(post.log_probs[index], lp - log_z, atol=1e-5)
+        assert torch.allclose(post.log_probs[index].float(), lp - log_z, atol=1e-5)
 
 
 def test_models_that_do_not_batch_are_enumerated_state_by_state():
@@ -124,3 +127,107 @@ def test_unbounded_sites_need_a_window():
     assert post.num_states == 5 * 7 * 31
     with pytest.raises(ValueError, match="no ordinal latent site"):
         exact_posterior(model, *args, bounds={"k": (0, 1), "missing": (0, 1)})
+
+
+# ---------------------------------------------------------------- memory
+
+
+def wide(y):
+    """One coordinate with 4096 values beside two bits: 16384 states, V = 4096."""
+    k = pyro.sample("k", dist.Binomial(4095, 0.3))
+    with pyro.plate("bits", 2):
+        b = pyro.sample("b", dist.Bernoulli(0.5))
+    pyro.sample("y", dist.Normal(k / 1000.0 + b.sum(-1, keepdim=True), 1.0), obs=y)
+
+
+def test_marginals_of_a_wide_coordinate_fit_a_small_memory_budget():
+    post = exact_posterior(wide, torch.tensor(2.5), max_bytes=2**26)  # 64 MiB
+    probs = post.probs.reshape(4096, 2, 2)  # the last coordinate varies fastest
+    marginals = post.flat_marginals()
+    assert marginals.shape == (3, 4096)
+    assert torch.allclose(marginals[0], probs.sum((1, 2)), atol=1e-12)
+    assert torch.allclose(marginals[1, :2], probs.sum((0, 2)), atol=1e-12)
+    assert torch.allclose(marginals[2, :2], probs.sum((0, 1)), atol=1e-12)
+    assert (marginals[1:, 2:] == 0).all()
+    # [D*V, D*V] = [12288, 12288] float64 is 1.2 GB: refused before it is allocated
+    with pytest.raises(ValueError, match="pairwise marginal table \\[D\\*V, D\\*V\\] = \\[12288"):
+        post.pairwise_marginals()
+    draws = post.sample_codes(500)
+    empirical = post.empirical_marginals(draws)
+    assert empirical.shape == (3, 4096) and torch.allclose(
+        empirical.sum(-1), torch.ones(3).double()
+    )
+
+
+def test_marginals_use_little_memory_beyond_their_tables():
+    import json
+    import subprocess
+    import sys
+
+    code = """
+import json, resource, torch, pyro, pyro.distributions as dist
+import pyro_gwg
+from pyro_gwg import exact_posterior
+def wide(y):
+    k = pyro.sample("k", dist.Binomial(4095, 0.3))
+    with pyro.plate("bits", 2):
+        b = pyro.sample("b", dist.Bernoulli(0.5))
+    pyro.sample("y", dist.Normal(k / 1000.0 + b.sum(-1, keepdim=True), 1.0), obs=y)
+torch.set_num_threads(1)
+exact_posterior(wide, torch.tensor(2.5), chunk_size=64)  # warm up at a small size
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+post = exact_posterior(wide, torch.tensor(2.5))
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({"base": base, "after": after}))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    peaks = json.loads(out.stdout.strip().splitlines()[-1])
+    # a dense one-hot block of 4096 states x 12288 (coordinate, value) columns would
+    # take 400 MB (float64) on its own
+    assert peaks["after"] - peaks["base"] < 150 * 1024  # KiB
+
+
+def huge():
+    pyro.sample("k", dist.Binomial(2**20 - 1, 0.5))
+    pyro.sample("fixed", dist.Binomial(0, 0.5).expand([4096]).to_event(1))
+
+
+def test_requests_that_cannot_fit_fail_before_enumerating(monkeypatch):
+    import pyro_gwg.enum as enum
+
+    def refuse(*args):
+        raise AssertionError("enumerated before checking the memory")
+
+    monkeypatch.setattr(enum, "_enumerate_log_joint", refuse)
+    message = (
+        "the exact posterior needs about 34.9 GB \\(marginal table \\[D, V\\] = "
+        "\\[4097, 1048576\\]: 34.4 GB;.*more than max_bytes=1073741824.*the number of "
+        "values V of the widest coordinate"
+    )
+    with pytest.raises(ValueError, match=message):
+        exact_posterior(huge, max_bytes=2**30)
+    with pytest.raises(ValueError, match="max_bytes must be a positive integer"):
+        exact_posterior(independent_bits, Y, max_bytes=-1)
+
+
+def test_pairwise_marginals_by_scattering_and_by_one_hot_products_agree(monkeypatch):
+    def counts(y):
+        k = pyro.sample("k", dist.Binomial(20, 0.4))  # 21 values: scattered
+        with pyro.plate("bits", 2):
+            b = pyro.sample("b", dist.Bernoulli(torch.tensor([0.3, 0.6])))
+        pyro.sample("y", dist.Normal(0.2 * k + b.sum(-1, keepdim=True), 1.0), obs=y)
+
+    post = exact_posterior(counts, torch.tensor(3.0))
+    scattered = post.pairwise_marginals()
+    states, probs = post.states(), post.probs
+    for i, j in [(0, 1), (1, 2), (0, 0)]:
+        brute = torch.zeros(21, 21, dtype=torch.float64)
+        brute.index_put_((states[:, i], states[:, j]), probs, accumulate=True)
+        assert torch.allclose(scattered[i, j], brute, atol=1e-12)
+    monkeypatch.setattr(type(post), "DENSE_WIDTH", 64)
+    monkeypatch.setattr(type(post), "WORK_ELEMENTS", 1000)  # several blocks per chunk
+    dense = exact_posterior(counts, torch.tensor(3.0)).pairwise_marginals()
+    assert torch.allclose(dense, scattered, atol=1e-12)
+    draws = post.sample_codes(300)
+    empirical = post.empirical_marginals(draws, pairwise=True)
+    assert torch.allclose(empirical[0, 0].diagonal(), post.empirical_marginals(draws)[0])

@@ -61,7 +61,7 @@ def test_posterior_holds_integers_as_the_model_sees_them():
     post = idata.posterior
     assert set(post.data_vars) == {"b", "z", "c", "k"}
     for name in post.data_vars:
-        assert post[name].dtype == np.int64
+        assert post[name].dtype == np.int8  # the smallest integer type holding them
         assert post[name].dims[:2] == ("chain", "draw")
         np.testing.assert_array_equal(post[name].values, samples[name].long().numpy())
     assert post["c"].shape == (2, 30) and set(np.unique(post["c"])) <= {0, 1, 2}  # index
@@ -371,7 +371,7 @@ def test_mixed_gibbs_continuous_and_discrete_sites_and_prefixed_statistics():
     idata = to_inference_data(mcmc)
     locs, z = idata.posterior["locs"], idata.posterior["z"]
     assert locs.dtype == np.float32 and locs.dims == ("chain", "draw", "locs_dim_0")
-    assert z.dtype == np.int64 and z.dims == ("chain", "draw", "data", "z_dim_1")
+    assert z.dtype == np.int8 and z.dims == ("chain", "draw", "data", "z_dim_1")
     stats = idata.sample_stats
     assert {"discrete_acceptance_rate", "discrete_lp", "discrete_accepted", "diverging"} <= set(
         stats.data_vars
@@ -391,7 +391,7 @@ def test_pyro_gwg_mcmc_with_twelve_vectorized_thinned_chains():
     mcmc.run(y)
     idata = to_inference_data(mcmc)
     x = idata.posterior["x"].values
-    assert x.shape == (12, 15, 5) and x.dtype == np.int64
+    assert x.shape == (12, 15, 5) and x.dtype == np.int8
     energy = pyro_gwg.DiscreteEnergy(model, (y,))
     for c in range(12):
         log_joint = energy.log_joint(torch.as_tensor(x[c]), batched=False)
@@ -422,3 +422,94 @@ def test_no_model_means_no_likelihood_groups():
         idata = to_inference_data(runner)
     assert set(idata.groups()) == {"posterior", "sample_stats"}
     assert idata.posterior["x"].dims == ("chain", "draw", "x_dim_0")
+
+
+# ---------------------------------------------------------------- integer types and memory
+
+
+def counts(y):
+    """A count of up to 300 (int16) beside a binary and a one-hot site."""
+    k = pyro.sample("k", dist.Binomial(300, 0.5))
+    b = pyro.sample("b", dist.Bernoulli(0.5).expand([2]).to_event(1))
+    z = pyro.sample("z", dist.OneHotCategorical(logits=torch.zeros(3)))
+    mean = 0.01 * k + b.sum(-1) + z @ torch.tensor([0.0, 1.0, 2.0])
+    pyro.sample("y", dist.Normal(mean, 1.0), obs=y)
+
+
+@pytest.mark.parametrize("runner", ["pyro_gwg", "pyro"])
+def test_discrete_sites_get_the_smallest_integer_type(runner, monkeypatch):
+    y = torch.tensor(3.0)
+    pyro.set_rng_seed(0)
+    if runner == "pyro":
+        mcmc = run(counts, y, num_samples=20)
+    else:
+        mcmc = pyro_gwg.MCMC(GWG(counts), 20, 5, num_chains=3, disable_progbar=True)
+        mcmc.run(y)
+    samples = mcmc.get_samples(group_by_chain=True)
+    if runner == "pyro_gwg":  # read from the stored codes: no float decoding, no site ESS
+
+        def refuse(*args, **kwargs):
+            raise AssertionError("to_inference_data decoded the draws or computed their ESS")
+
+        monkeypatch.setattr(mcmc, "get_samples", refuse)
+        monkeypatch.setattr(mcmc, "diagnostics", refuse)
+    idata = to_inference_data(mcmc)
+    post = idata.posterior
+    assert post["k"].dtype == np.int16 and post["b"].dtype == np.int8
+    assert post["z"].dtype == np.int8 and post["z"].shape[2:] == (3,)
+    for name in ("k", "b", "z"):
+        np.testing.assert_array_equal(post[name].values, samples[name].numpy())
+    assert idata.sample_stats["lp"].shape == post["k"].shape
+    expected = dist.Normal(
+        0.01 * samples["k"] + samples["b"].sum(-1) + samples["z"] @ torch.tensor([0.0, 1.0, 2.0]),
+        1.0,
+    ).log_prob(y)
+    np.testing.assert_allclose(idata.log_likelihood["y"].values, expected.numpy(), rtol=1e-5)
+
+
+# ---------------------------------------------------------------- bad input
+
+
+def test_runs_without_draws_are_an_error():
+    model, _ = SUITE["coupled_binary_field"]
+    with pytest.raises(RuntimeError, match="pyro.infer.MCMC object has no samples: call mcmc.run"):
+        to_inference_data(MCMC(GWG(model), num_samples=5, disable_progbar=True))
+    with pytest.raises(RuntimeError, match="has no draws yet: call run\\(\\) first"):
+        to_inference_data(pyro_gwg.MCMC(GWG(model), 5, disable_progbar=True))
+    with pytest.raises(TypeError, match="needs an MCMC run.*got dict"):
+        to_inference_data({"x": torch.zeros(2, 3)})
+
+
+@pytest.fixture(scope="module")
+def finished():
+    model, (y,) = SUITE["nested_plates"]
+    pyro.set_rng_seed(0)
+    mcmc = pyro_gwg.MCMC(GWG(model), 10, num_chains=2, disable_progbar=True)
+    mcmc.run(y)
+    return mcmc
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"coords": ["top", "bottom"]}, TypeError, "coords must be a dict"),
+        ({"coords": {"rows": 2}}, TypeError, "coords\\['rows'\\] must be a sequence"),
+        ({"coords": {"rows": "ab"}}, TypeError, "coords\\['rows'\\] must be a sequence"),
+        ({"coords": {"rows": [[1, 2]]}}, ValueError, "coords\\['rows'\\] must be one-dim"),
+        ({"coords": {1: [0, 1]}}, TypeError, "coords keys must be dimension names"),
+        (
+            {"coords": {"rows": ["a", "b", "c"]}},
+            ValueError,
+            "coords\\['rows'\\] has 3 value\\(s\\), but dimension 'rows' of 'x' has size 2",
+        ),
+        ({"dims": ["rows"]}, TypeError, "dims must be a dict"),
+        ({"dims": {"x": "rows"}}, TypeError, "got the string 'rows'; for one dimension"),
+        ({"dims": {"x": ["r", 2]}}, TypeError, "dims\\['x'\\] must be a list of dimension"),
+        ({"dims": {"x": ["chain", "r", "c"]}}, ValueError, "adds itself"),
+        ({"dims": {"w": ["r"]}}, ValueError, "dims names 'w' that the run does not have"),
+        ({"log_likelihood": "yes"}, TypeError, "log_likelihood must be True or False"),
+    ],
+)
+def test_bad_arguments_are_refused(finished, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        to_inference_data(finished, **kwargs)

@@ -7,7 +7,8 @@ import torch
 from exactness import assert_exact
 from small_models import BOUNDS, SUITE
 
-from pyro_gwg import GWG, MCMC, UnsupportedModelError, exact_posterior
+import pyro_gwg
+from pyro_gwg import GWG, MCMC, exact_posterior
 
 pytestmark = pytest.mark.filterwarnings("ignore:Categorical site")
 
@@ -127,14 +128,16 @@ def test_runs_are_reproducible_and_respect_the_device():
         assert torch.equal(runs[0][name], runs[1][name])
 
 
-def test_model_that_does_not_batch_gets_a_clear_error():
+def test_model_that_does_not_batch_runs_with_a_warning():
     def model():
         with pyro.plate("bits", 3):
             x = pyro.sample("x", dist.Bernoulli(0.5))
         pyro.factor("total", x.sum())  # sums over the chain dimension too
 
-    with pytest.raises(UnsupportedModelError, match="'total'"):
-        MCMC(GWG(model), num_samples=5, num_chains=4, disable_progbar=True).run()
+    mcmc = MCMC(GWG(model), num_samples=5, num_chains=4, disable_progbar=True)
+    with pytest.warns(pyro_gwg.BatchingWarning, match="'total'"):
+        mcmc.run()
+    assert mcmc.get_samples(group_by_chain=True)["x"].shape == (4, 5, 3)
     # one chain at a time works
     mcmc = MCMC(GWG(model), 5, num_chains=2, chain_method="sequential", disable_progbar=True)
     mcmc.run()
@@ -148,3 +151,425 @@ def test_bad_arguments_are_refused():
         MCMC(GWG(model), 10, thinning=0)
     with pytest.raises(TypeError, match="pyro.infer.MCMC"):
         MCMC(pyro.infer.NUTS(model), 10)
+
+
+# ---------------------------------------------------------------- arguments
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"num_samples": 0}, ValueError, "num_samples must be a positive integer"),
+        ({"num_samples": -5}, ValueError, "num_samples must be a positive integer"),
+        ({"num_samples": 10.5}, TypeError, "num_samples must be an integer"),
+        ({"num_samples": 10.0}, TypeError, "num_samples must be an integer"),
+        ({"num_samples": True}, TypeError, "num_samples must be an integer"),
+        ({"num_samples": "10"}, TypeError, "num_samples must be an integer"),
+        ({"warmup_steps": -3}, ValueError, "warmup_steps must be a non-negative integer"),
+        ({"warmup_steps": 2.0}, TypeError, "warmup_steps must be an integer"),
+        ({"num_chains": 0}, ValueError, "num_chains must be a positive integer"),
+        ({"num_chains": 2.0}, TypeError, "num_chains must be an integer"),
+        ({"num_chains": False}, TypeError, "num_chains must be an integer"),
+        ({"thinning": 0}, ValueError, "thinning must be a positive integer"),
+        ({"thinning": 2.0}, TypeError, "thinning must be an integer"),
+        ({"thinning": 11}, ValueError, "thinning=11 is more than num_samples=10"),
+        ({"chain_method": "threads"}, ValueError, "chain_method must be one of"),
+        ({"chain_method": None}, ValueError, "chain_method must be one of"),
+        ({"hook_fn": 3}, TypeError, "hook_fn must be callable"),
+        ({"device": "gpu0"}, ValueError, "device 'gpu0' is not a torch device"),
+        ({"device": 1.5}, TypeError, "device must be"),
+        ({"disable_progbar": "yes"}, TypeError, "disable_progbar must be a bool"),
+        ({"disable_validation": 1}, TypeError, "disable_validation must be a bool"),
+        ({"mp_context": "threads"}, ValueError, "mp_context must be one of"),
+        ({"initial_params": [1, 0]}, TypeError, "initial_params must be a dict"),
+        ({"initial_params": {"x": "ones"}}, TypeError, "initial_params\\['x'\\]"),
+        (
+            {"initial_params": {"x": torch.ones(3, 5)}, "num_chains": 2},
+            ValueError,
+            "initial_params\\['x'\\] has a leading \\(chain\\) dimension of size 3.*num_chains=2",
+        ),
+        (
+            {"initial_params": {"x": torch.tensor(1.0)}},
+            ValueError,
+            "initial_params\\['x'\\] is a scalar",
+        ),
+    ],
+)
+def test_every_argument_is_checked_up_front(kwargs, error, match):
+    model, _ = SUITE["coupled_binary_field"]
+    kwargs = {"num_samples": 10, **kwargs}
+    with pytest.raises(error, match=match):
+        MCMC(GWG(model), **kwargs)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_a_cuda_device_without_cuda_is_refused():
+    model, _ = SUITE["coupled_binary_field"]
+    with pytest.raises(ValueError, match="device 'cuda' .* CUDA is not available"):
+        MCMC(GWG(model), 10, device="cuda")
+
+
+def test_numpy_integers_and_array_initial_params_are_accepted():
+    np = pytest.importorskip("numpy")
+    model, args = SUITE["coupled_binary_field"]
+    start = np.array([[1, 1, 0, 0, 1], [0, 0, 0, 1, 1]])
+    mcmc = MCMC(
+        GWG(model),
+        num_samples=np.int64(6),
+        warmup_steps=np.int32(0),
+        num_chains=np.int16(2),
+        thinning=np.int64(2),
+        initial_params={"x": start.tolist()},
+        disable_progbar=True,
+    )
+    assert isinstance(mcmc.initial_params["x"], torch.Tensor)
+    assert type(mcmc.num_samples) is int and type(mcmc.num_chains) is int
+    mcmc.run(*args)
+    assert mcmc.get_samples(group_by_chain=True)["x"].shape == (2, 3, 5)
+
+
+def test_initial_params_for_an_unknown_site_are_refused():
+    model, args = SUITE["coupled_binary_field"]
+    start = {"x": torch.zeros(2, 5), "w": torch.zeros(2, 3)}
+    mcmc = MCMC(GWG(model), 5, num_chains=2, initial_params=start, disable_progbar=True)
+    with pytest.raises(ValueError, match="initial_params has a value for 'w'.*latent sites: 'x'"):
+        mcmc.run(*args)
+
+
+@pytest.mark.parametrize("method", ["get_samples", "get_statistics", "diagnostics", "summary"])
+def test_results_before_run_are_an_error(method):
+    model, _ = SUITE["coupled_binary_field"]
+    mcmc = MCMC(GWG(model), 10, disable_progbar=True)
+    with pytest.raises(RuntimeError, match="has no draws yet: call run\\(\\) first"):
+        getattr(mcmc, method)()
+
+
+def _raise_at(step, error):
+    def hook(kernel, params, stage, i):
+        if i == step:
+            raise error
+
+    return hook
+
+
+@pytest.mark.parametrize("where", ["hook", "kernel"])
+def test_a_run_that_raises_leaves_no_stale_results(where, monkeypatch):
+    model, (y,) = SUITE["coupled_binary_field"]
+    mcmc = MCMC(GWG(model), 20, 5, num_chains=3, disable_progbar=True)
+    mcmc.run(y)
+    assert mcmc.get_samples()["x"].shape == (60, 5)
+    if where == "hook":
+        mcmc.hook_fn = _raise_at(12, ValueError("hook failed"))
+    else:  # the kernel raising mid-run (e.g. a log density that became invalid)
+        calls = []
+
+        def advance(*args, **kwargs):
+            calls.append(1)
+            if len(calls) > 1:
+                raise ValueError("log density is nan")
+            return type(mcmc.kernel).advance(mcmc.kernel, *args, **kwargs)
+
+        monkeypatch.setattr(mcmc.kernel, "advance", advance)
+    with pytest.raises(ValueError):
+        mcmc.run(y + 1.0)
+    assert mcmc.timing == {}
+    for method in ("get_samples", "get_statistics", "diagnostics", "summary"):
+        with pytest.raises(RuntimeError, match="last call of run\\(\\) raised"):
+            getattr(mcmc, method)()
+    with pytest.raises(RuntimeError, match="last call of run\\(\\) raised"):
+        pyro_gwg.to_inference_data(mcmc)
+    mcmc.hook_fn = None
+    monkeypatch.undo()
+    mcmc.run(y)  # and the object runs again
+    assert mcmc.get_samples()["x"].shape == (60, 5)
+
+
+# ---------------------------------------------------------------- Ctrl-C
+
+
+def test_ctrl_c_keeps_the_draws_taken_so_far():
+    model, (y,) = SUITE["coupled_binary_field"]
+    pyro.set_rng_seed(0)
+    # warmup steps 0-4, draws 5-...: interrupted after the draw of step 11 (7 draws)
+    mcmc = MCMC(
+        GWG(model),
+        40,
+        5,
+        num_chains=3,
+        hook_fn=_raise_at(11, KeyboardInterrupt()),
+        disable_progbar=True,
+    )
+    with (
+        pytest.raises(KeyboardInterrupt),
+        pytest.warns(UserWarning, match="interrupted.* kept 7 draws per chain of 3 chains"),
+    ):
+        mcmc.run(y)
+    assert mcmc.interrupted and mcmc.num_draws_kept == 7
+    with pytest.warns(UserWarning, match="partial"):
+        samples = mcmc.get_samples(group_by_chain=True)
+    assert samples["x"].shape == (3, 7, 5)
+    with pytest.warns(UserWarning, match="partial"):
+        stats = mcmc.get_statistics()
+    assert stats["accepted"].shape == (3, 7)
+    # the statistics belong to the draws
+    energy = pyro_gwg.DiscreteEnergy(model, (y,))
+    lp = energy.log_joint(samples["x"].reshape(21, 5).long(), batched=False)
+    assert torch.allclose(stats["log_joint"].reshape(21), lp, atol=1e-5)
+    with pytest.warns(UserWarning, match="partial"):
+        assert mcmc.diagnostics()["accepted"]["chain 2"].shape == (7,)
+    with pytest.warns(UserWarning, match="partial"):
+        mcmc.summary()
+    with pytest.warns(UserWarning, match="partial"):
+        idata = pyro_gwg.to_inference_data(mcmc)
+    assert idata.posterior["x"].shape == (3, 7, 5)
+    mcmc.hook_fn = None
+    mcmc.run(y)  # a full run clears the mark
+    assert not mcmc.interrupted and mcmc.get_samples()["x"].shape == (120, 5)
+
+
+def test_ctrl_c_during_warmup_keeps_nothing_and_says_so():
+    model, (y,) = SUITE["coupled_binary_field"]
+    mcmc = MCMC(GWG(model), 10, 5, hook_fn=_raise_at(2, KeyboardInterrupt()), disable_progbar=True)
+    with pytest.raises(KeyboardInterrupt), pytest.warns(UserWarning, match="kept no draws"):
+        mcmc.run(y)
+    assert mcmc.interrupted and mcmc.num_draws_kept == 0
+    with pytest.raises(RuntimeError, match="interrupted before it kept any draw"):
+        mcmc.get_samples()
+
+
+def test_ctrl_c_in_sequential_chains_keeps_the_finished_chains():
+    model, (y,) = SUITE["coupled_binary_field"]
+    steps = []
+
+    def hook(kernel, params, stage, i):
+        steps.append(i)
+        if len(steps) == 2 * 12 + 4:  # chain 0, chain 1 and 4 steps into chain 2
+            raise KeyboardInterrupt
+
+    mcmc = MCMC(GWG(model), 10, 2, num_chains=4, chain_method="sequential", hook_fn=hook)
+    mcmc.disable_progbar = True
+    with (
+        pytest.raises(KeyboardInterrupt),
+        pytest.warns(UserWarning, match="kept 10 draws per chain of 2 chains"),
+    ):
+        mcmc.run(y)
+    with pytest.warns(UserWarning, match="partial"):
+        assert mcmc.get_samples(group_by_chain=True)["x"].shape == (2, 10, 5)
+
+
+# ---------------------------------------------------------------- memory
+
+
+def test_draws_are_kept_as_codes_and_decoded_in_chunks(monkeypatch):
+    import pyro_gwg.mcmc as mcmc_module
+
+    model, (y,) = SUITE["coupled_binary_field"]
+    pyro.set_rng_seed(0)
+    mcmc = MCMC(GWG(model), 200, num_chains=4, disable_progbar=True)
+    mcmc.run(y)
+    rows = []
+    decode = pyro_gwg.DiscreteEnergy.values_from_codes
+
+    def recording(self, codes):
+        rows.append(codes.shape[0])
+        return decode(self, codes)
+
+    monkeypatch.setattr(pyro_gwg.DiscreteEnergy, "values_from_codes", recording)
+    monkeypatch.setattr(mcmc_module, "DECODE_ELEMENTS", 5 * 64)  # 64 draws of 5 coordinates
+    samples = mcmc.get_samples(group_by_chain=True)["x"]
+    assert samples.shape == (4, 200, 5) and samples.dtype == torch.get_default_dtype()
+    assert rows and max(rows) <= 64 and sum(rows) == 800
+    # the decoded draws are not kept: every call decodes from the codes again
+    rows.clear()
+    again = mcmc.get_samples(group_by_chain=True)["x"]
+    assert torch.equal(samples, again) and sum(rows) == 800
+    # num_samples draws only the draws it returns
+    rows.clear()
+    assert mcmc.get_samples(num_samples=10)["x"].shape == (10, 5)
+    assert sum(rows) == 10
+
+
+@pytest.mark.slow
+def test_peak_memory_of_a_run_is_a_small_multiple_of_its_draws():
+    import json
+    import subprocess
+    import sys
+
+    code = """
+import json, resource, torch, pyro
+from pyro_gwg import GWG, MCMC
+from pyro_gwg.models import lattice_ising
+torch.set_num_threads(1)
+pyro.set_rng_seed(0)
+small = MCMC(GWG(lattice_ising, jit_compile=True), 16, num_chains=16, disable_progbar=True)
+small.run(size=10)  # imports, tracing and the allocator's first pools
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+mcmc = MCMC(GWG(lattice_ising, jit_compile=True), 40000, num_chains=16, disable_progbar=True)
+mcmc.run(size=10)
+run = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({"base": base, "run": run}))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    peaks = json.loads(out.stdout.strip().splitlines()[-1])
+    stored_kib = 16 * 40000 * 100 / 1024  # int8 codes
+    assert peaks["run"] - peaks["base"] < 3 * stored_kib
+
+
+# ---------------------------------------------------------------- diagnostics
+
+
+def with_a_fixed_bit(y):
+    """Five bits; the last has logit 40, so it never leaves 1."""
+    with pyro.plate("bits", 5):
+        x = pyro.sample("x", dist.Bernoulli(logits=torch.tensor([0.5, -0.5, 0.0, 1.0, 40.0])))
+    pyro.sample("y", dist.Normal(x.sum(-1, keepdim=True), 1.0), obs=y)
+
+
+def fixed_bit_run(num_samples=300):
+    pyro.set_rng_seed(0)
+    start = torch.tensor([[1.0, 0.0, 1.0, 0.0, 1.0]]).expand(4, 5)
+    mcmc = MCMC(
+        GWG(with_a_fixed_bit),
+        num_samples,
+        20,
+        num_chains=4,
+        initial_params={"x": start},
+        disable_progbar=True,
+    )
+    mcmc.run(torch.tensor([2.5]))
+    return mcmc
+
+
+def test_a_constant_coordinate_has_nan_diagnostics_and_the_others_do_not():
+    mcmc = fixed_bit_run()
+    with pytest.warns(UserWarning, match="'x'.*never changed in any chain.*x\\[4\\]"):
+        diag = mcmc.diagnostics()["x"]
+    assert torch.isfinite(diag["n_eff"][:4]).all() and (diag["n_eff"][:4] > 10).all()
+    assert torch.isfinite(diag["r_hat"][:4]).all()
+    assert torch.isnan(diag["n_eff"][4]) and torch.isnan(diag["r_hat"][4])
+    # the same numbers as Pyro's on the moving coordinates alone
+    from pyro.ops.stats import effective_sample_size, split_gelman_rubin
+
+    x = mcmc.get_samples(group_by_chain=True)["x"][..., :4]
+    assert torch.allclose(diag["n_eff"][:4], effective_sample_size(x), rtol=1e-4)
+    assert torch.allclose(diag["r_hat"][:4], split_gelman_rubin(x), rtol=1e-4)
+
+
+def test_summary_reports_the_moving_coordinates(capsys):
+    mcmc = fixed_bit_run()
+    with pytest.warns(UserWarning, match="may be stuck"):
+        mcmc.summary()
+    rows = {
+        line.split()[0]: line.split()[1:]
+        for line in capsys.readouterr().out.splitlines()[2:]
+        if line.strip()
+    }
+    assert set(rows) == {"x[{}]".format(i) for i in range(5)}
+    for i in range(4):
+        n_eff, r_hat = float(rows["x[{}]".format(i)][5]), float(rows["x[{}]".format(i)][6])
+        assert n_eff > 10 and 0.9 < r_hat < 1.2
+    assert rows["x[4]"][5] == "nan" and rows["x[4]"][0] == "1.00"
+
+
+def test_short_runs_do_not_flag_constant_coordinates():
+    import warnings
+
+    mcmc = fixed_bit_run(num_samples=30)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        diag = mcmc.diagnostics()["x"]
+    assert torch.isnan(diag["n_eff"][4]) and torch.isfinite(diag["n_eff"][:4]).all()
+
+
+def test_diagnostics_of_very_short_runs_are_nan_not_an_error():
+    model, (y,) = SUITE["coupled_binary_field"]
+    mcmc = MCMC(GWG(model), 3, num_chains=2, disable_progbar=True)
+    mcmc.run(y)
+    diag = mcmc.diagnostics()["x"]  # split R-hat needs 4 draws
+    assert diag["r_hat"].shape == (5,) and torch.isnan(diag["r_hat"]).all()
+
+
+# ---------------------------------------------------------------- Predictive
+
+
+def index_mixture(y=None):
+    locs = torch.tensor([-2.0, 0.0, 2.5])
+    shift = pyro.sample("shift", dist.Bernoulli(0.5))
+    with pyro.plate("points", 4):
+        z = pyro.sample("z", dist.Categorical(logits=torch.zeros(3)))
+        pyro.sample("y", dist.Normal(locs[z] + shift, 0.7), obs=y)
+
+
+@pytest.mark.parametrize("chain_method", ["vectorized", "sequential"])
+def test_categorical_draws_are_indices_that_predictive_can_use(chain_method, capsys):
+    y = torch.tensor([-2.1, 0.2, 2.4, 2.7])
+    pyro.set_rng_seed(0)
+    mcmc = MCMC(
+        GWG(index_mixture), 50, 10, num_chains=2, chain_method=chain_method, disable_progbar=True
+    )
+    mcmc.run(y)
+    samples = mcmc.get_samples()
+    assert samples["z"].dtype == torch.long and samples["z"].shape == (100, 4)
+    assert samples["shift"].dtype == torch.get_default_dtype()
+    assert mcmc.get_samples(7)["z"].dtype == torch.long
+    predictive = pyro.infer.Predictive(index_mixture, posterior_samples=samples)
+    assert predictive()["y"].shape == (100, 4)
+    diag = mcmc.diagnostics()
+    assert diag["z"]["n_eff"].shape == (4,) and diag["z"]["n_eff"].dtype.is_floating_point
+    mcmc.summary()
+    assert "z[3]" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------- pyro.infer.MCMC statistics
+
+
+@pytest.mark.parametrize("num_chains", [1, 3])
+def test_kernel_statistics_are_stored_compactly_with_the_same_diagnostics(num_chains):
+    model, (y,) = SUITE["coupled_binary_field"]
+    pyro.set_rng_seed(0)
+    kernel = GWG(model)
+    kernel.vectorized_chains = num_chains
+    kernel.setup(4, y)
+    infos, transition = [], kernel.transition
+
+    def recording():  # every step's statistics, as the kernel hands them out
+        info, values = transition()
+        infos.append({k: v.clone() for k, v in info._asdict().items()})
+        infos[-1]["log_joint"] = kernel.state.log_joint.clone()
+        return info, values
+
+    kernel.transition = recording
+    params = kernel.initial_params
+    for _ in range(4 + 300):  # 300 draws: the buffers grow several times
+        params = kernel.sample(params)
+    infos = infos[4:]
+    diag = kernel.diagnostics()
+    names = {"accepted", "accept_prob", "num_changed", "energy_evals", "grad_evals", "log_joint"}
+    assert set(diag) == names | {"divergences", "acceptance rate"}
+    shape = (300,) if num_chains == 1 else (300, num_chains)
+    for name in names:
+        assert diag[name].shape == shape
+        expected = torch.stack([info[name] for info in infos])
+        assert torch.equal(diag[name], expected.reshape(shape))
+    assert diag["acceptance rate"] == pytest.approx(float(diag["accepted"].float().mean()))
+    # about one row per draw: a tensor per statistic, grown geometrically
+    per_draw = sum(diag[n].element_size() * num_chains for n in names)
+    held = sum(v.untyped_storage().nbytes() for v in kernel._draw_stats.values())
+    assert held <= 2 * 300 * per_draw
+    kernel.cleanup()
+    assert kernel.diagnostics() == {"divergences": []}
+
+
+def test_pyro_infer_mcmc_diagnostics_keep_their_structure():
+    model, (y,) = SUITE["coupled_binary_field"]
+    pyro.set_rng_seed(0)
+    mcmc = pyro.infer.MCMC(GWG(model), num_samples=40, warmup_steps=5, num_chains=2)
+    mcmc.run(y)
+    diag = mcmc.diagnostics()
+    assert diag["accepted"]["chain 1"].shape == (40,) and diag["divergences"]["chain 0"] == []
+    assert 0 <= diag["acceptance rate"]["chain 0"] <= 1
+    energy = pyro_gwg.DiscreteEnergy(model, (y,))
+    x = mcmc.get_samples(group_by_chain=True)["x"]
+    for c in range(2):
+        lp = energy.log_joint(x[c].long(), batched=False)
+        assert torch.allclose(diag["log_joint"]["chain {}".format(c)], lp, atol=1e-5)
