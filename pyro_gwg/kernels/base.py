@@ -22,6 +22,7 @@ import torch
 from pyro.infer.autoguide.initialization import init_to_sample
 from pyro.infer.mcmc.mcmc_kernel import MCMCKernel
 
+from pyro_gwg._validation import check_integer
 from pyro_gwg.compilation import CompilationWarning, compile_function
 from pyro_gwg.energy import DiscreteEnergy, invalid_evaluations
 from pyro_gwg.sites import UnsupportedModelError
@@ -180,7 +181,7 @@ class DiscreteKernel(MCMCKernel):
                 "{} needs a model: {}(model).".format(type(self).__name__, type(self).__name__)
             )
         self._reset()
-        self._warmup_steps = warmup_steps
+        self._warmup_steps = check_integer("warmup_steps", warmup_steps, 0)
         self.energy = DiscreteEnergy(
             self.model,
             args,
