@@ -52,7 +52,10 @@ from pyro_gwg.models.rbm import (
     train_rbm,
 )
 from pyro_gwg.models.variable_selection import (
+    SpikeAndSlabCoefficients,
     VariableSelectionExact,
+    spike_and_slab_coefficients,
+    spike_and_slab_regression,
     variable_selection,
     variable_selection_data,
     variable_selection_exact,
@@ -69,6 +72,7 @@ __all__ = [
     "PottsParams",
     "RBMBlockGibbs",
     "RBMParams",
+    "SpikeAndSlabCoefficients",
     "VariableSelectionExact",
     "binary_ebm",
     "block_gibbs",
@@ -104,6 +108,8 @@ __all__ = [
     "rbm",
     "rbm_log_density",
     "rbm_log_partition",
+    "spike_and_slab_coefficients",
+    "spike_and_slab_regression",
     "train_rbm",
     "variable_selection",
     "variable_selection_data",
