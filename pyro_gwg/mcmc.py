@@ -70,8 +70,8 @@ STEPS_PER_CALL = 8
 AUTO_INDUCTOR_MIN_SIZE = 25 * 10**7
 #: stored codes decoded (or checked, or summarised) at once: bounds the work buffers
 #: of :meth:`MCMC.get_samples`, :meth:`MCMC.diagnostics` and :meth:`MCMC.summary`
-#: (an int64 copy of this many codes is 32 MiB)
-DECODE_ELEMENTS = 2**22
+#: (an int64 copy of this many codes is 8 MiB)
+DECODE_ELEMENTS = 2**20
 #: :meth:`MCMC.diagnostics` and :meth:`MCMC.summary` warn about coordinates that never
 #: changed in any chain when the kept draws span at least this many steps per chain
 CONSTANT_WARNING_MIN_STEPS = 100
