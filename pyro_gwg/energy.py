@@ -72,7 +72,14 @@ from pyro_gwg.sites import (
     unwrap_distribution,
 )
 
-__all__ = ["BATCHING_MODES", "BatchingWarning", "CHAIN_PLATE", "DiscreteEnergy"]
+__all__ = [
+    "BATCHING_MODES",
+    "BatchingWarning",
+    "CHAIN_PLATE",
+    "DiscreteEnergy",
+    "INIT_CANDIDATES",
+    "invalid_evaluations",
+]
 
 CHAIN_PLATE = "_pyro_gwg_chains"
 #: ways of evaluating several states (see the module docstring), fastest first
@@ -81,6 +88,9 @@ BATCHING_MODES = ("plate", "vmap", "loop")
 _RTOL, _ATOL = 1e-4, 1e-4
 # model runs spent at set-up probing states next to the initial one (value-read models)
 _MAX_STRUCTURE_PROBES = 64
+#: states drawn from the init strategy per chain, of which the chain starts at the most
+#: probable (see :meth:`DiscreteEnergy.initial_codes`)
+INIT_CANDIDATES = 10
 
 
 class BatchingWarning(UserWarning):
@@ -864,14 +874,7 @@ class DiscreteEnergy:
             )
         num_chains = codes.shape[0]
         with self.recording():
-            try:
-                compiled = trace_compile(lambda c: self._value_and_grad(c, num_chains), (codes,))
-            except RuntimeError:
-                forward = trace_compile(
-                    lambda c, *r: self._forward(num_chains, c, *r),
-                    (codes, *self._relaxed(codes, False)),
-                )
-                compiled = partial(self._value_and_grad, num_chains=num_chains, forward=forward)
+            compiled = self._trace_value_and_grad(codes, num_chains)
             for probe in (codes, self._perturb(codes)):
                 f_jit, g_jit = compiled(probe)
                 f_eager, g_eager = self._value_and_grad(probe, num_chains)
@@ -893,29 +896,59 @@ class DiscreteEnergy:
         self._compiled[num_chains] = compiled
         return compiled
 
+    def _trace_value_and_grad(self, codes: torch.Tensor, num_chains: int):
+        try:
+            try:
+                return trace_compile(lambda c: self._value_and_grad(c, num_chains), (codes,))
+            except RuntimeError:
+                forward = trace_compile(
+                    lambda c, *r: self._forward(num_chains, c, *r),
+                    (codes, *self._relaxed(codes, False)),
+                )
+                return partial(self._value_and_grad, num_chains=num_chains, forward=forward)
+        except Exception as error:  # whatever the model raises under the tracer
+            if _out_of_memory(error) or isinstance(error, UnsupportedModelError):
+                raise
+            raise UnsupportedModelError(
+                "torch.jit.trace could not trace the model ({}: {}); use jit_compile=False, "
+                "or 'inductor'.".format(type(error).__name__, _first_line(error))
+            ) from error
+
     # ------------------------------------------------------------------ initial states
     def initial_codes(self, num_chains: int = 1) -> torch.Tensor:
         """Initial states from ``init_strategy`` with a finite log joint, checked (see
         :meth:`check_initial`).
 
-        Several chains are initialised in one batched run of the model where the
-        strategy allows it (e.g. ``init_to_sample``); chains whose batched draw has a
-        non-finite log joint, and strategies that give unbatched values, fall back to
-        one run per chain.
+        :data:`INIT_CANDIDATES` states are drawn per chain and each chain starts at the
+        most probable of its own: ``init_to_sample`` draws from the prior, which ignores
+        the data, and a prior draw that the data all but rule out (a state of posterior
+        probability :math:`10^{-6}` whose density is finite only because a distribution
+        clamps a zero probability) can hold a chain for thousands of steps. The draws
+        are made in one batched run of the model where the strategy allows it;
+        strategies that give unbatched values, and chains without a finite candidate,
+        fall back to one run per draw (a strategy that gives the same state twice, such
+        as ``init_to_value``, is asked once per chain).
 
         :param int num_chains: number of chains ``C``.
         :returns: long ``[C, D]``.
         :raises ValueError: naming the sites with a non-finite log-probability when no
             valid state is found in ``max_init_tries`` attempts per chain.
         """
-        codes = self._batched_initial_codes(num_chains) if num_chains > 1 else None
-        if codes is None:
-            codes = torch.cat([self._single_initial_codes() for _ in range(num_chains)])
-        else:
-            self.check_deterministic(codes[:1])
-            bad = ~torch.isfinite(self._unchecked_log_joint(codes))
-            for c in bad.nonzero().reshape(-1).tolist():
-                codes[c] = self._single_initial_codes()[0]
+        per_chain = INIT_CANDIDATES
+        candidates = self._batched_initial_codes(num_chains * per_chain)
+        if candidates is None:
+            first = self._single_initial_codes()
+            second = self._single_initial_codes()
+            per_chain = 1 if torch.equal(first, second) else per_chain
+            more = [self._single_initial_codes() for _ in range(num_chains * per_chain - 2)]
+            candidates = torch.cat([first, second, *more])[: num_chains * per_chain]
+        self.check_deterministic(candidates[:1])
+        log_joint = self._unchecked_log_joint(candidates).reshape(per_chain, num_chains)
+        best = torch.where(torch.isnan(log_joint), -math.inf, log_joint).argmax(0)
+        chains = torch.arange(num_chains, device=candidates.device)
+        codes = candidates.reshape(per_chain, num_chains, -1)[best, chains]
+        for c in (~torch.isfinite(log_joint[best, chains])).nonzero().reshape(-1).tolist():
+            codes[c] = self._single_initial_codes()[0]
         self.check_initial(codes)
         return codes
 

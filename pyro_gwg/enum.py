@@ -11,6 +11,7 @@ It is the ground truth of the test suite and a user-facing tool for small models
 
 from __future__ import annotations
 
+import numbers
 from typing import Dict, Optional, Tuple
 
 import pyro.poutine as poutine
@@ -21,7 +22,13 @@ from torch.distributions import Categorical
 from pyro_gwg.energy import DiscreteEnergy, guess_max_plate_nesting
 from pyro_gwg.sites import UnsupportedModelError, build_layout, unwrap_distribution
 
-__all__ = ["ExactPosterior", "StateIndex", "exact_posterior", "sample_enumerated"]
+__all__ = [
+    "ExactPosterior",
+    "StateIndex",
+    "exact_posterior",
+    "lift_enumeration",
+    "sample_enumerated",
+]
 
 
 class StateIndex:
@@ -139,7 +146,8 @@ class ExactPosterior:
         else:
             label = "marginal table [D, V] = [{}, {}]".format(num_coords, width)
         table_bytes = _numel(shape) * torch.finfo(dtype).bits // 8
-        self.check_memory([(label, table_bytes)], self.max_bytes, "the marginals")
+        what = "the pairwise marginals" if pairwise else "the marginals"
+        self.check_memory([(label, table_bytes)], self.max_bytes, what)
         total = torch.zeros(shape, dtype=dtype)
         columns = torch.arange(num_coords) * width  # flat column of (coordinate, value 0)
         dense = pairwise and width <= self.DENSE_WIDTH
@@ -234,11 +242,12 @@ class ExactPosterior:
         :raises ValueError: naming the parts, the largest first.
         """
         if max_bytes is not None:
-            if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes <= 0:
+            integer = isinstance(max_bytes, numbers.Integral) and not isinstance(max_bytes, bool)
+            if not integer or max_bytes <= 0:
                 raise ValueError(
                     "max_bytes must be a positive integer (bytes), got {!r}.".format(max_bytes)
                 )
-            limit, source = max_bytes, "max_bytes={}".format(max_bytes)
+            limit, source = int(max_bytes), "max_bytes={}".format(int(max_bytes))
         else:
             limit, source = _available_bytes(), "the memory available now"
             if limit is None:
@@ -392,6 +401,28 @@ def _enumerate_log_joint(energy: DiscreteEnergy, num_states: int, chunk_size: in
         index = torch.arange(start, min(start + chunk_size, num_states))
         out.append(energy.log_joint(numbering.decode(index)))
     return torch.cat(out)
+
+
+def lift_enumeration(model):
+    """``model`` with every enumeration mark lifted, so that a pyro-gwg kernel samples the
+    sites the model sums out: marks set in the body (``infer={"enumerate": "parallel"}``)
+    and by :func:`~pyro.infer.enum.config_enumerate` alike (an outer
+    :func:`~pyro.poutine.infer_config` handler sees each site after the inner ones).
+
+    Models written for Pyro's HMC and NUTS mark their discrete sites for enumeration;
+    pyro-gwg sums marked sites out too, which is exact but costs memory exponential in
+    the number of marked sites that interact. Lift the marks to sample them instead::
+
+        mcmc = pyro.infer.MCMC(GWG(lift_enumeration(model)), num_samples=1000)
+
+    :param callable model: a Pyro model.
+    :rtype: callable
+    """
+
+    def lift(msg):
+        return {"enumerate": None} if msg["infer"].get("enumerate") is not None else {}
+
+    return poutine.infer_config(model, config_fn=lift)
 
 
 def sample_enumerated(

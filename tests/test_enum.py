@@ -6,9 +6,11 @@ import pyro
 import pyro.distributions as dist
 import pytest
 import torch
+from pyro.infer import config_enumerate
 from small_models import BOUNDS, SUITE
 
-from pyro_gwg import UnsupportedModelError, exact_posterior
+from pyro_gwg import BatchingWarning, DiscreteEnergy, UnsupportedModelError, exact_posterior
+from pyro_gwg.enum import lift_enumeration
 
 
 def independent_bits(y):
@@ -89,7 +91,7 @@ def test_enumeration_agrees_with_brute_force_for_a_mixed_model():
         assert torch.allclose(post.log_probs[index].float(), lp - log_z, atol=1e-5)
 
 
-def test_models_that_do_not_batch_are_enumerated_state_by_state():
+def test_models_that_do_not_batch_are_enumerated_exactly_with_a_warning():
     def unbatched(y):
         x = pyro.sample("x", dist.Bernoulli(0.4).expand([3]).to_event(1))
         pyro.factor("total", 0.7 * x.sum())  # sums over every dimension
@@ -100,7 +102,9 @@ def test_models_that_do_not_batch_are_enumerated_state_by_state():
         pyro.factor("total", 0.7 * x.sum(-1))
         pyro.sample("y", dist.Normal(x.sum(-1), 1.0), obs=y)
 
-    a = exact_posterior(unbatched, torch.tensor(2.0))
+    with pytest.warns(BatchingWarning, match="first site that differs is 'total'.*vmap"):
+        a = exact_posterior(unbatched, torch.tensor(2.0))
+    assert a.energy.batching == "vmap"  # not one state at a time, silently
     b = exact_posterior(batched, torch.tensor(2.0))
     assert torch.allclose(a.log_probs, b.log_probs, atol=1e-6)
 
@@ -231,3 +235,28 @@ def test_pairwise_marginals_by_scattering_and_by_one_hot_products_agree(monkeypa
     draws = post.sample_codes(300)
     empirical = post.empirical_marginals(draws, pairwise=True)
     assert torch.allclose(empirical[0, 0].diagonal(), post.empirical_marginals(draws)[0])
+
+
+def test_lift_enumeration_lets_the_kernel_sample_marked_sites():
+    @config_enumerate
+    def model(y):
+        c = pyro.sample("c", dist.Bernoulli(0.3))
+        x = pyro.sample("x", dist.Bernoulli(0.6), infer={"enumerate": "parallel"})
+        pyro.sample("y", dist.Normal(c + x, 1.0), obs=y)
+
+    y = torch.tensor(1.4)
+    with pytest.raises(UnsupportedModelError, match="no latent discrete sites"):
+        DiscreteEnergy(model, (y,))
+    lifted = lift_enumeration(model)
+    assert [s.name for s in DiscreteEnergy(lifted, (y,)).sites] == ["c", "x"]
+    post = exact_posterior(lifted, y)
+    assert post.num_states == 4
+    assert torch.allclose(
+        post.log_normalizer, exact_posterior(model_without_marks, y).log_normalizer
+    )
+
+
+def model_without_marks(y):
+    c = pyro.sample("c", dist.Bernoulli(0.3))
+    x = pyro.sample("x", dist.Bernoulli(0.6))
+    pyro.sample("y", dist.Normal(c + x, 1.0), obs=y)

@@ -159,7 +159,8 @@ class GWG(DiscreteKernel):
 
     def _check_model(self) -> None:
         num_coords = self.energy.layout.num_coords
-        if self.num_flips != "auto" and self.num_flips > num_coords:
+        # (one coordinate drawn N times moves once, like N = 1: nothing to refuse)
+        if self.num_flips != "auto" and self.num_flips > num_coords > 1:
             raise ValueError(
                 "GWG(num_flips={}) draws more coordinates per step than the model has ({}): "
                 "nearly every coordinate would move at every step and the chain could "
