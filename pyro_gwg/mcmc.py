@@ -449,7 +449,7 @@ class MCMC:
         as indices, e.g. by :class:`pyro.infer.Predictive`), every other site as floats
         of the default dtype, as :class:`pyro.infer.MCMC` returns them.
 
-        The draws are decoded from the stored integer codes at every call (a few
+        The draws are decoded from the stored integer codes at every call (about a
         million codes at a time, see :data:`DECODE_ELEMENTS`); keep the result rather
         than calling this repeatedly.
 
