@@ -275,23 +275,26 @@ def test_gwg_on_the_collapsed_form_is_exact_with_pyro_infer_mcmc():
 
 @pytest.mark.slow
 def test_natural_form_mixes_poorly_under_mixed_gibbs():
-    # the defect that the collapsed form avoids (docs: "Spike-and-slab regression"): with
-    # the coefficients kept, GWG almost never gets a null indicator switched on, the
-    # inclusion probabilities of the null covariates come out far off (measured with 4
-    # runs of 2 chains x 2000 draws: 0.35-0.65 times the exact values, every one of the
-    # 16 estimates low), and Pyro's diagnostics do not show it
+    # the defect that the collapsed form avoids (docs: "Spike-and-slab regression"), with
+    # a wide slab: exact null inclusion probabilities 0.033-0.058. With the coefficients
+    # kept, MixedGibbs(NUTS, GWG) switches a null indicator on a few times per 1000 draws
+    # and the estimates are far off: some null covariate below a tenth of its exact
+    # value in each of seeds 0-3 (ratios 0-0.05; others up to 10 times too high), while
+    # GWG on the collapsed form with the same runner and number of draws kept every ratio
+    # within 0.46-1.82 (seeds 0-7)
     x, y, _ = variable_selection_data(**SPIKE_DATA)
-    pyro.set_rng_seed(0)
-    mcmc = pyro.infer.MCMC(
-        MixedGibbs(NUTS(natural_spike_and_slab), GWG()), 1200, 300, disable_progbar=True
-    )
-    mcmc.run(x, y, **SPIKE)
-    gamma = mcmc.get_samples()["gamma"]
-    exact, _ = spike_and_slab_brute_force(x, y, **SPIKE)
+    wide = dict(inclusion_prob=0.5, prior_scale=5.0, noise_scale=1.0)
+    exact, _ = spike_and_slab_brute_force(x, y, **wide)
     null = [1, 3, 4, 5]
-    relative_error = (gamma[:, null].double().mean(0) - exact[null]).abs() / exact[null]
-    assert relative_error.max() > 0.4, relative_error
-    diagnostics = mcmc.diagnostics()
-    assert diagnostics["discrete acceptance rate"]["chain 0"] < 0.1
-    r_hat = diagnostics["gamma"]["r_hat"][null]
-    assert (r_hat < 1.1).all(), r_hat
+
+    def null_ratios(kernel):
+        pyro.set_rng_seed(0)
+        mcmc = pyro.infer.MCMC(kernel, 1200, 300, disable_progbar=True)
+        mcmc.run(x, y, **wide)
+        gamma = mcmc.get_samples()["gamma"].double()
+        return gamma[:, null].mean(0) / exact[null]
+
+    natural = null_ratios(MixedGibbs(NUTS(natural_spike_and_slab), GWG()))
+    collapsed = null_ratios(GWG(spike_and_slab_regression, jit_compile=False))
+    assert natural.min() < 0.1, natural
+    assert collapsed.min() > 0.3, collapsed
