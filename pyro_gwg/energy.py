@@ -943,7 +943,9 @@ class DiscreteEnergy:
             more = [self._single_initial_codes() for _ in range(num_chains * per_chain - 2)]
             candidates = torch.cat([first, second, *more])[: num_chains * per_chain]
         self.check_deterministic(candidates[:1])
-        log_joint = self._unchecked_log_joint(candidates).reshape(per_chain, num_chains)
+        # (a single chain evaluates its candidates one by one: it may never need batches)
+        batched = num_chains > 1 or self.batching is not None
+        log_joint = self._unchecked_log_joint(candidates, batched).reshape(per_chain, num_chains)
         best = torch.where(torch.isnan(log_joint), -math.inf, log_joint).argmax(0)
         chains = torch.arange(num_chains, device=candidates.device)
         codes = candidates.reshape(per_chain, num_chains, -1)[best, chains]
@@ -952,9 +954,9 @@ class DiscreteEnergy:
         self.check_initial(codes)
         return codes
 
-    def _unchecked_log_joint(self, codes: torch.Tensor) -> torch.Tensor:
+    def _unchecked_log_joint(self, codes: torch.Tensor, batched: bool = True) -> torch.Tensor:
         with self.recording():
-            return self.log_joint(codes)
+            return self.log_joint(codes, batched)
 
     def _batched_initial_codes(self, num_chains: int) -> Optional[torch.Tensor]:
         plated = _in_chain_plate(self.model, num_chains, self.max_plate_nesting)

@@ -246,3 +246,27 @@ def test_a_chain_that_never_moves_after_warmup_is_reported():
         pyro_gwg.MCMC(
             GWG(expanded_likelihood), num_samples=300, num_chains=2, disable_progbar=True
         ).run()
+
+
+def pinned_and_free():
+    pyro.sample("pinned", dist.Bernoulli(logits=torch.tensor([30.0, 0.0, 30.0])).to_event(1))
+    pyro.sample("free", dist.Bernoulli(0.5))
+
+
+@pytest.mark.parametrize("runner", ["pyro", "pyro_gwg"])
+def test_coordinates_that_never_move_after_warmup_are_reported(runner):
+    # e.g. the null indicators of a spike-and-slab model whose coefficients stay in it:
+    # constant series get n_eff = number of draws from Pyro and ArviZ, so say it here
+    pyro.set_rng_seed(0)
+    if runner == "pyro":
+        mcmc = MCMC(GWG(pinned_and_free), num_samples=300, disable_progbar=True)
+    else:
+        mcmc = pyro_gwg.MCMC(
+            GWG(pinned_and_free), num_samples=300, num_chains=3, disable_progbar=True
+        )
+    with pytest.warns(
+        StuckChainWarning, match="2 of the 3 coordinate\\(s\\) of site 'pinned' never changed"
+    ) as caught:
+        mcmc.run()
+    assert "pinned[0], pinned[2]" in str(caught[0].message)
+    assert not any("'free'" in str(w.message) for w in caught)

@@ -172,8 +172,12 @@ class DiscreteKernel(MCMCKernel):
         self._phase_accepted = 0
         self._phase_draws = 0
         self._draw_stats: Dict[str, torch.Tensor] = {}  # [capacity, C] rows (see _record)
-        self._moved: Optional[torch.Tensor] = None  # per chain: steps that changed the state
-        self._sampled = 0  # steps after warmup
+        # after warmup: steps that changed each chain's state, the chains' first states,
+        # and which coordinates have never changed in any chain
+        self._moved: Optional[torch.Tensor] = None
+        self._first: Optional[torch.Tensor] = None
+        self._unchanged: Optional[torch.Tensor] = None
+        self._sampled = 0
 
     def setup(self, warmup_steps: int, *args, **kwargs) -> None:
         if self.model is None:
@@ -259,7 +263,7 @@ class DiscreteKernel(MCMCKernel):
         if self._t < self._warmup_steps:
             self._adapt(info)
         else:
-            self._count_moves(info.accepted & (info.num_changed > 0))
+            self._observe(info, self._state.codes.unsqueeze(1))
         self._t += 1
         return info, values
 
@@ -285,22 +289,31 @@ class DiscreteKernel(MCMCKernel):
         if key not in self._chunk_fns:
             self._chunk_fns[key] = self._compile(self._chunk(num_steps, code_dtype), backend)
         self._state, info, (codes, log_joint) = self._chunk_fns[key](self._state)
-        after_warmup = slice(max(self._warmup_steps - self._t, 0), None)
-        moved = (info.accepted & (info.num_changed > 0))[:, after_warmup]
-        if moved.shape[1]:
-            self._count_moves(moved.sum(1), moved.shape[1])
+        first = max(self._warmup_steps - self._t, 0)
+        if first < num_steps:
+            self._observe(type(info)(*(f[:, first:] for f in info)), codes[:, first:])
         self._t += num_steps
         return info, codes, log_joint
 
-    def _count_moves(self, moved: torch.Tensor, steps: int = 1) -> None:
-        self._moved = moved.long() if self._moved is None else self._moved + moved
-        self._sampled += steps
+    def _observe(self, info: NamedTuple, codes: torch.Tensor) -> None:
+        """Keep track of moves after warmup: ``info`` fields ``[C, n]`` (or ``[C]``) and
+        the states ``codes [C, n, D]`` of ``n`` transitions, for :meth:`_warn_if_stuck`."""
+        moved = (info.accepted & (info.num_changed > 0)).reshape(codes.shape[:2]).sum(1)
+        if self._moved is None:
+            self._moved, self._first = moved, codes[:, 0]
+            self._unchanged = torch.ones_like(codes[0, 0], dtype=torch.bool)
+        else:
+            self._moved = self._moved + moved
+        self._unchanged &= (codes == self._first.unsqueeze(1)).all(1).all(0)
+        self._sampled += codes.shape[1]
 
     def _warn_if_stuck(self) -> None:
-        """Warn about chains that changed state in almost none of their steps after
-        warmup (see :data:`STUCK_FRACTION`)."""
+        """At the end of a run, warn about chains that changed state in almost none of
+        their steps after warmup (see :data:`STUCK_FRACTION`), and about coordinates
+        that never changed in any chain."""
         if self._moved is None or self._sampled < STUCK_MIN_STEPS:
             return
+        self._warn_unchanged_coordinates()
         fraction = self._moved.double().cpu() / self._sampled
         stuck = (fraction < STUCK_FRACTION).nonzero().reshape(-1).tolist()
         if not stuck:
@@ -326,6 +339,39 @@ class DiscreteKernel(MCMCKernel):
             StuckChainWarning,
             stacklevel=3,
         )
+
+    def _warn_unchanged_coordinates(self) -> None:
+        unchanged = self._unchanged.cpu()
+        if not bool(unchanged.any()) or bool(unchanged.all()):
+            return  # (a chain that never moves gets its own warning)
+        for site, block in zip(self.energy.sites, self.energy.split(unchanged.unsqueeze(0))):
+            block = block[0]
+            if not bool(block.any()):
+                continue
+            index = [tuple(i.tolist()) for i in block.nonzero()]
+            names = ", ".join(
+                "{}{}".format(site.name, list(i) if i else "") for i in index[:10]
+            ) + (", ..." if len(index) > 10 else "")
+            warnings.warn(
+                "After warmup, {} of the {} coordinate(s) of site '{}' never changed in "
+                "any of the {} chain(s) of {} in {} steps ({}): either the posterior puts "
+                "almost all its mass on one value of each, or the sampler cannot move "
+                "them, and their n_eff (the number of draws) and r_hat (NaN) then say "
+                "nothing. Compare with a longer run or another kernel; for indicators "
+                "whose effect goes through other latent values (spike-and-slab), "
+                "integrate those out (see the documentation on spike-and-slab "
+                "regression).".format(
+                    len(index),
+                    site.num_coords,
+                    site.name,
+                    self._first.shape[0],
+                    type(self).__name__,
+                    self._sampled,
+                    names,
+                ),
+                StuckChainWarning,
+                stacklevel=4,
+            )
 
     def _stuck_advice(self) -> str:
         """Kernel-specific advice appended to the stuck-chain warning."""
