@@ -41,12 +41,13 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Dict
+
+from step_cost import code_info, machine_info
 
 CASES = ("run", "get_samples", "to_inference_data")
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -137,20 +138,6 @@ def _measure(baseline: int, before: int, status: Dict[str, int], seconds: float,
     }
 
 
-def machine_info() -> Dict[str, object]:
-    import pyro
-    import torch
-
-    return {
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "pyro": pyro.__version__,
-        "cpus": os.cpu_count(),
-        "load_average": os.getloadavg(),
-    }
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="smoke run: 8 x 20,000 draws")
@@ -180,7 +167,8 @@ def main() -> None:
         "benchmark": "memory",
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
-        "machine": machine_info(),
+        "machine": {**machine_info(), "load_average": os.getloadavg()},
+        "code": code_info(),
         "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
         "cases": {},
     }
