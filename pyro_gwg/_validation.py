@@ -6,24 +6,50 @@ import math
 import numbers
 from typing import Optional
 
-__all__ = ["check_integer", "check_number", "is_integer"]
+__all__ = ["check_bool", "check_integer", "check_number", "is_integer"]
 
 
 def is_integer(value, minimum: Optional[int] = None) -> bool:
-    """Whether ``value`` is an integer (a Python or NumPy integer, or an integral float
-    such as ``2.0`` is not: counts must be given as integers), not a bool, and at least
+    """Whether ``value`` is an integer (a Python or NumPy integer; not a bool, and not an
+    integral float such as ``2.0``: counts are given as integers) of at least
     ``minimum``."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         return False
     return minimum is None or value >= minimum
 
 
-def check_integer(name: str, value, minimum: int = 0) -> int:
-    """``value`` as an ``int``; a :class:`ValueError` naming ``name`` unless it is an
-    integer of at least ``minimum``."""
-    if not is_integer(value, minimum):
-        raise ValueError("{} must be an integer >= {}, got {!r}".format(name, minimum, value))
+def check_integer(name: str, value, minimum: int = 0, meaning: Optional[str] = None) -> int:
+    """``value`` as an ``int``.
+
+    :raises TypeError: naming ``name`` (and ``meaning``, e.g. ``"draws per chain"``) unless
+        ``value`` is an integer.
+    :raises ValueError: unless it is at least ``minimum``.
+    """
+    what = " ({})".format(meaning) if meaning else ""
+    if not is_integer(value):
+        raise TypeError(
+            "{} must be an integer{}, got {!r} of type {}.".format(
+                name, what, value, type(value).__name__
+            )
+        )
+    if value < minimum:
+        kind = {0: "a non-negative integer", 1: "a positive integer"}.get(
+            minimum, "an integer >= {}".format(minimum)
+        )
+        raise ValueError("{} must be {}{}, got {}.".format(name, kind, what, value))
     return int(value)
+
+
+def check_bool(name: str, value) -> bool:
+    """``value`` as a ``bool`` (Python or NumPy); a :class:`TypeError` naming ``name``
+    for anything else."""
+    if not isinstance(value, bool) and type(value).__name__ != "bool_":
+        raise TypeError(
+            "{} must be a bool (True or False), got {!r} of type {}.".format(
+                name, value, type(value).__name__
+            )
+        )
+    return bool(value)
 
 
 def check_number(

@@ -164,6 +164,11 @@ class DiscreteEnergy:
         self._slices = [slice(s.offset, s.offset + s.num_coords) for s in self.sites]
         self._names = [s.name for s in self.sites]
         self._value_shapes = {s.name: tuple(s.value_shape) for s in self.sites}
+        self._ranks = {  # of the latent sites' distributions, for _latent_signature
+            name: len(site["fn"].batch_shape + site["fn"].event_shape)
+            for name, site in trace.nodes.items()
+            if name in self._value_shapes
+        }
         #: reads of latent values by the model's Python code (see :mod:`pyro_gwg._taint`)
         self.value_reads: List[Read] = []
         self._analyse(trace)
@@ -372,7 +377,8 @@ class DiscreteEnergy:
 
     def _latent_signature(self, trace, num_chains: int) -> tuple:
         """The latent sites of a trace (conditioned on their values, or sampled), with
-        their value shapes (without the chain dimension)."""
+        the shapes of their distributions (without the chain dimension: the value of a
+        conditioned site is the one given, whatever the distribution's shape)."""
         out = []
         for name, site in trace.nodes.items():
             if site["type"] == "sample" and (
@@ -383,9 +389,9 @@ class DiscreteEnergy:
                     or name in self.enumerated
                 )
             ):
-                shape = tuple(site["value"].shape)
+                shape = tuple(site["fn"].batch_shape + site["fn"].event_shape)
                 if num_chains > 1:  # drop the chain dimension and the ones padding it
-                    rank = len(self._value_shapes.get(name, ()))
+                    rank = self._ranks.get(name, len(shape))
                     shape = shape[len(shape) - rank :]
                 out.append((name, shape))
         return tuple(sorted(out))
@@ -1028,7 +1034,8 @@ class DiscreteEnergy:
             )
 
     def check_deterministic(self, codes: torch.Tensor) -> None:
-        """Evaluate one state twice; refuse a model whose log density differs (it draws
+        """Evaluate a state, and the state with every coordinate moved by one step, twice
+        each; refuse a model whose log density differs between the two runs (it draws
         random numbers outside ``pyro.sample``). Done once per energy.
 
         :param torch.Tensor codes: long ``[1, D]`` a state.
@@ -1036,29 +1043,33 @@ class DiscreteEnergy:
         """
         if self._checked_state:
             return
-        first = self.site_log_probs(codes[:1])
-        second = self.site_log_probs(codes[:1])
-        differ = [
-            name
-            for name in first
-            if not torch.allclose(first[name], second[name], rtol=1e-6, atol=1e-6, equal_nan=True)
-        ]
-        if differ:
-            raise UnsupportedModelError(
-                "The model gives two different log densities at the same state ({}): the "
-                "log-probability of site(s) {} changed between two runs. The model draws "
-                "random numbers outside pyro.sample (torch.randn, torch.rand, a dropout "
-                "layer in training mode, ...), so its density is not a function of the "
-                "latent sites and MCMC cannot target it. Make the model deterministic "
-                "given its sample sites: sample the random quantity with pyro.sample, "
-                "fix it outside the model, or put networks in eval mode.".format(
-                    _describe_values(self.values_from_codes(codes[:1]), index=0),
-                    ", ".join(
-                        "'{}' ({:g} then {:g})".format(n, float(first[n]), float(second[n]))
-                        for n in differ
-                    ),
+        for state in (codes[:1], self._perturb(codes[:1])):
+            first = self.site_log_probs(state)
+            second = self.site_log_probs(state)
+            differ = [
+                name
+                for name in first
+                if not torch.allclose(
+                    first[name], second[name], rtol=1e-6, atol=1e-6, equal_nan=True
                 )
-            )
+            ]
+            if differ:
+                raise UnsupportedModelError(
+                    "The model gives two different log densities at the same state ({}): "
+                    "the log-probability of site(s) {} changed between two runs. The model "
+                    "draws random numbers outside pyro.sample (torch.randn, torch.rand, a "
+                    "dropout layer in training mode, ...), so its density is not a "
+                    "function of the latent sites and MCMC cannot target it. Make the "
+                    "model deterministic given its sample sites: sample the random "
+                    "quantity with pyro.sample, fix it outside the model, or put networks "
+                    "in eval mode.".format(
+                        _describe_values(self.values_from_codes(state), index=0),
+                        ", ".join(
+                            "'{}' ({:g} then {:g})".format(n, float(first[n]), float(second[n]))
+                            for n in differ
+                        ),
+                    )
+                )
         self._checked_state = True
 
     def _probe_structure(self, codes: torch.Tensor) -> None:

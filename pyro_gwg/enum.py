@@ -11,7 +11,6 @@ It is the ground truth of the test suite and a user-facing tool for small models
 
 from __future__ import annotations
 
-import numbers
 from typing import Dict, Optional, Tuple
 
 import pyro.poutine as poutine
@@ -19,6 +18,7 @@ import torch
 from pyro.infer import infer_discrete
 from torch.distributions import Categorical
 
+from pyro_gwg._validation import check_integer
 from pyro_gwg.energy import DiscreteEnergy, guess_max_plate_nesting
 from pyro_gwg.sites import UnsupportedModelError, build_layout, unwrap_distribution
 
@@ -242,12 +242,8 @@ class ExactPosterior:
         :raises ValueError: naming the parts, the largest first.
         """
         if max_bytes is not None:
-            integer = isinstance(max_bytes, numbers.Integral) and not isinstance(max_bytes, bool)
-            if not integer or max_bytes <= 0:
-                raise ValueError(
-                    "max_bytes must be a positive integer (bytes), got {!r}.".format(max_bytes)
-                )
-            limit, source = int(max_bytes), "max_bytes={}".format(int(max_bytes))
+            limit = check_integer("max_bytes", max_bytes, 1, "bytes")
+            source = "max_bytes={}".format(limit)
         else:
             limit, source = _available_bytes(), "the memory available now"
             if limit is None:

@@ -44,6 +44,7 @@ import torch
 from pyro.ops.stats import hpdi
 from tqdm.auto import tqdm
 
+from pyro_gwg._validation import check_bool, check_integer
 from pyro_gwg.diagnostics import site_diagnostics
 from pyro_gwg.energy import DiscreteEnergy
 from pyro_gwg.kernels.base import DiscreteKernel
@@ -154,10 +155,10 @@ class MCMC:
                 "pyro.infer.MCMC.".format(type(kernel).__name__)
             )
         self.kernel = kernel
-        self.num_samples = _check_int("num_samples", num_samples, 1, "draws per chain")
-        self.warmup_steps = _check_int("warmup_steps", warmup_steps, 0, "steps per chain")
-        self.num_chains = _check_int("num_chains", num_chains, 1, "chains")
-        self.thinning = _check_int("thinning", thinning, 1, "keep every thinning-th draw")
+        self.num_samples = check_integer("num_samples", num_samples, 1, "draws per chain")
+        self.warmup_steps = check_integer("warmup_steps", warmup_steps, 0, "steps per chain")
+        self.num_chains = check_integer("num_chains", num_chains, 1, "chains")
+        self.thinning = check_integer("thinning", thinning, 1, "keep every thinning-th draw")
         if self.thinning > self.num_samples:
             raise ValueError(
                 "thinning={} is more than num_samples={}: no draw would be kept. Use "
@@ -176,8 +177,8 @@ class MCMC:
                 "got {!r}".format(hook_fn)
             )
         self.hook_fn = hook_fn
-        self.disable_progbar = _check_bool("disable_progbar", disable_progbar)
-        self.disable_validation = _check_bool("disable_validation", disable_validation)
+        self.disable_progbar = check_bool("disable_progbar", disable_progbar)
+        self.disable_validation = check_bool("disable_validation", disable_validation)
         methods = tuple(multiprocessing.get_all_start_methods())
         if mp_context is not None and mp_context not in methods:
             raise ValueError(
@@ -462,7 +463,7 @@ class MCMC:
         if num_samples is None:
             values = _decode(self._energy, codes)
         else:
-            num_samples = _check_int("num_samples", num_samples, 1, "draws to select")
+            num_samples = check_integer("num_samples", num_samples, 1, "draws to select")
             if group_by_chain:
                 index = torch.randint(0, num_draws, (num_samples,), device=codes.device)
                 values = _decode(self._energy, codes[:, index])
@@ -789,33 +790,6 @@ def _code_dtype(layout) -> torch.dtype:
 
 
 # ---------------------------------------------------------------------- arguments
-
-
-def _check_int(name: str, value, minimum: int, meaning: str) -> int:
-    """``value`` as an ``int`` (Python or numpy integers; no bools, no floats)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(
-            "{} must be an integer ({}), got {!r} of type {}.".format(
-                name, meaning, value, type(value).__name__
-            )
-        )
-    if value < minimum:
-        raise ValueError(
-            "{} must be a {} integer ({}), got {}.".format(
-                name, "positive" if minimum == 1 else "non-negative", meaning, value
-            )
-        )
-    return int(value)
-
-
-def _check_bool(name: str, value) -> bool:
-    if not isinstance(value, bool) and type(value).__name__ != "bool_":  # numpy bools too
-        raise TypeError(
-            "{} must be a bool (True or False), got {!r} of type {}.".format(
-                name, value, type(value).__name__
-            )
-        )
-    return bool(value)
 
 
 def _check_device(device) -> Optional[torch.device]:

@@ -497,8 +497,10 @@ class DiscreteKernel(MCMCKernel):
         self._state = self._init_state(self._state.codes, self.energy.value_and_grad)
 
     def current_values(self) -> Dict[str, torch.Tensor]:
-        """Model values (floats) of the current state, ``[C, ...]`` for batched chains."""
-        return self._params_from_codes(self._state.codes)
+        """Model values of the current state of every chain, ``[C, ...]``, as
+        :meth:`pyro_gwg.MCMC.get_samples <pyro_gwg.mcmc.MCMC.get_samples>` gives draws:
+        ``Categorical`` sites as ``long`` indices, the others as floats."""
+        return self.energy.values_from_codes(self._state.codes)
 
     # --------------------------------------------------------------- helpers
     @property
