@@ -42,7 +42,7 @@ that undoes :math:`v_i`. For bits the candidate factor is one and this is Eq. 27
 from __future__ import annotations
 
 import math
-from typing import Callable, NamedTuple, Tuple
+from typing import Callable, NamedTuple, Optional, Tuple
 
 import torch
 
@@ -130,22 +130,32 @@ def proposal_logits(gains: torch.Tensor, temperature: float = 2.0) -> torch.Tens
     return gains / temperature
 
 
-def defensive_mixture(logits: torch.Tensor, weight: float) -> torch.Tensor:
+def defensive_mixture(
+    logits: torch.Tensor, weight: float, num_valid: Optional[int] = None
+) -> torch.Tensor:
     r"""Log-probabilities of :math:`(1 - w)\, \mathrm{Softmax}(\text{logits}) + w\,
     U(\text{valid moves})`, over the moves of each chain jointly.
 
+    Computed in probability space: every valid move has probability at least
+    :math:`w / |N(x)|`, so the logarithm loses nothing where it matters.
+
     :param torch.Tensor logits: ``[C, D, M]``, ``-inf`` for invalid moves.
     :param float weight: :math:`w` in :math:`[0, 1)`.
+    :param int num_valid: the number of valid moves when it is the same in every state
+        (every move of a bit is valid), else ``None`` (counted from ``logits``).
     :returns: ``[C, D, M]`` normalised log-probabilities, ``-inf`` for invalid moves.
     """
     flat = logits.flatten(1)
-    log_q = torch.log_softmax(flat, dim=-1)
     if weight == 0:
-        return log_q.reshape(logits.shape)
-    valid = flat > -math.inf
-    log_uniform = math.log(weight) - valid.sum(-1, keepdim=True).to(flat.dtype).log()
-    mixed = torch.logaddexp(log_q + math.log1p(-weight), torch.where(valid, log_uniform, -math.inf))
-    return mixed.reshape(logits.shape)
+        return torch.log_softmax(flat, dim=-1).reshape(logits.shape)
+    if num_valid is None:
+        valid = flat > -math.inf
+        count = valid.sum(-1, keepdim=True).to(flat.dtype)
+        uniform = torch.where(valid, weight / count, 0.0)
+    else:
+        uniform = weight / num_valid
+    mixed = (1 - weight) * torch.softmax(flat, dim=-1) + uniform
+    return mixed.log().reshape(logits.shape)
 
 
 def coordinate_log_probs(logits: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -277,7 +287,8 @@ def gwg_proposal(
     """
     logits = proposal_logits(layout.gains(codes, grad), temperature)
     if uniform_weight > 0:
-        logits = defensive_mixture(logits, uniform_weight)
+        num_valid = layout.num_coords if layout.all_binary else None
+        logits = defensive_mixture(logits, uniform_weight, num_valid)
     return coordinate_log_probs(logits)
 
 
