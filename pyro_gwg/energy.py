@@ -1144,11 +1144,12 @@ def invalid_evaluations(
         when there was no evaluation.
     :returns: ``(flag [] (bool), codes [D])``.
     """
-    if not evaluations:
-        return torch.zeros((), dtype=torch.bool, device=codes.device), codes[0]
-    codes = torch.cat([c for c, _ in evaluations])
-    bad = ~(torch.cat([f for _, f in evaluations]) < math.inf)
-    return bad.any(), codes[bad.int().argmax()]
+    flag, state = torch.zeros((), dtype=torch.bool, device=codes.device), codes[0]
+    for states, log_joint in evaluations:  # (no concatenation of the states: small ops only)
+        bad = ~(log_joint < math.inf)
+        state = torch.where(flag, state, states[bad.int().argmax()])
+        flag = flag | bad.any()
+    return flag, state
 
 
 def _in_chain_plate(model, num_chains: int, max_plate_nesting: int):
