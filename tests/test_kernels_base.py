@@ -270,3 +270,29 @@ def test_coordinates_that_never_move_after_warmup_are_reported(runner):
         mcmc.run()
     assert "pinned[0], pinned[2]" in str(caught[0].message)
     assert not any("'free'" in str(w.message) for w in caught)
+
+
+# ---------------------------------------------------------------- precision
+
+
+def large_constant(offset):
+    def model():
+        x = pyro.sample("x", dist.Bernoulli(logits=torch.tensor([0.4, -0.7, 1.1])).to_event(1))
+        s = 2 * x - 1
+        pyro.factor("coupling", 0.6 * (s[..., 0] * s[..., 1] - s[..., 1] * s[..., 2]))
+        pyro.factor("constant", torch.tensor(offset))
+
+    return model
+
+
+def test_a_large_constant_term_leaves_sampling_and_enumeration_exact():
+    # in float32, a constant factor of 1e7 puts the log joint's ulp at 1 and swallows
+    # the differences between states; they are summed in float64
+    exact = exact_posterior(large_constant(0.0))
+    for offset in (1e7, 1e8):
+        shifted = exact_posterior(large_constant(offset))
+        assert float(shifted.probs.max()) <= 1.0
+        assert torch.allclose(shifted.probs, exact.probs, atol=1e-9)
+    pyro.set_rng_seed(0)
+    codes = draw_codes(GWG(large_constant(1e7)), 16, 800, 50)
+    assert_exact(codes, exact)
