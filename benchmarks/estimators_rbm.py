@@ -10,7 +10,7 @@ The target is the Pyro model ``pyro_gwg.models.rbm`` of an RBM with 64 visible u
 normaliser sums the hidden units out and enumerates their ``2^H`` states
 (``rbm_log_partition`` less the visible Bernoulli normalisers of the model).
 
-Estimators (``pyro_gwg.estimators``), each run ``--repeats`` times per budget:
+Estimators (``pyro_gwg.contrib.estimators``), each run ``--repeats`` times per budget:
 
 * ``ais-gwg`` / ``ais-gibbs``: AIS from the factorised Bernoulli base fitted to the
   data, linear schedule (paper 000, Appendix I.2.1), ``--ais-particles`` particles,
@@ -65,7 +65,7 @@ from sampling_common import (
 )
 
 from pyro_gwg import GWG, Gibbs
-from pyro_gwg.estimators import activity_order, ais, arm, rbm_stages
+from pyro_gwg.contrib.estimators import activity_order, ais, arm, rbm_stages
 from pyro_gwg.models import RBMBlockGibbs, rbm, rbm_log_partition, train_rbm
 
 METHODS = (

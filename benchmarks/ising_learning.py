@@ -11,8 +11,8 @@ Its training set is ``--data`` states, the final states of as many independent
 systematic-scan Gibbs chains run for ``--data-sweeps`` sweeps from uniform noise (the
 paper runs one long Gibbs chain).
 
-The learner is ``pyro_gwg.train.learnable_ising`` (couplings and field as
-``pyro.param``, initialised at zero) fitted with ``pyro_gwg.train.PCD``: ``--chains``
+The learner is ``pyro_gwg.contrib.train.learnable_ising`` (couplings and field as
+``pyro.param``, initialised at zero) fitted with ``pyro_gwg.contrib.train.PCD``: ``--chains``
 persistent chains started from uniform noise, a batch of ``--chains`` data points per
 iteration, Adam with learning rate ``--lr``, an L1 penalty of strength ``--l1`` on the
 couplings, ``--iterations`` updates. For each number of MCMC steps per iteration in
@@ -51,8 +51,8 @@ from sampling_common import (
 )
 
 from pyro_gwg import GWG, MCMC, Gibbs
+from pyro_gwg.contrib.train import PCD, coupling_rmse, learnable_ising, symmetric_couplings
 from pyro_gwg.models import ising, lattice_couplings
-from pyro_gwg.train import PCD, coupling_rmse, learnable_ising, symmetric_couplings
 
 SAMPLERS = {"gibbs": lambda: Gibbs(), "gwg": lambda: GWG()}
 

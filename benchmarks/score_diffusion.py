@@ -4,10 +4,10 @@ numbers of target evaluations.
 Targets (all with exact references)
 -----------------------------------
 * ``four_mode_tanh``: paper 001's 1-D target, :math:`e^{f - \theta^2/2}` with
-  :func:`~pyro_gwg.models.continuous.four_mode_tanh`;
+  :func:`~pyro_gwg.contrib.models.four_mode_tanh`;
 * ``himmelblau``: paper 001's 2-D target with
-  :func:`~pyro_gwg.models.continuous.himmelblau`;
-* ``gaussian_mixture``: :meth:`~pyro_gwg.models.continuous.GaussianMixture.example_2d`
+  :func:`~pyro_gwg.contrib.models.himmelblau`;
+* ``gaussian_mixture``: :meth:`~pyro_gwg.contrib.models.GaussianMixture.example_2d`
   given as a log density (the standard normal reference handled by the sampler).
 
 Exact values: the probability of each mode's Voronoi cell (the mixture's component means
@@ -27,12 +27,12 @@ evaluation of :math:`f` and an evaluation of :math:`(f, \nabla f)` count alike (
 AIS always take both; the diffusion takes gradients only for :math:`t \le 0.1`, and its
 gradient count is reported apart).
 
-* ``diffusion``: :class:`~pyro_gwg.diffusion.MCScoreSampler` with T = 4 and delta = 0.02
+* ``diffusion``: :class:`~pyro_gwg.contrib.diffusion.MCScoreSampler` with T = 4 and delta = 0.02
   (200 Euler steps); budget B = particles x K x 200, with the particles and K of
   ``DIFFUSION_LADDER``. Its last rung (1e9) has no AIS or NUTS counterpart: it shows
   how far the diffusion has to go (its evaluations are batched, so it is the cheapest
   method per evaluation in wall-clock time).
-* ``hais``: Hamiltonian AIS (:func:`~pyro_gwg.estimators.uha.hamiltonian_ais`) from the
+* ``hais``: Hamiltonian AIS (:func:`~pyro_gwg.contrib.estimators.uha.hamiltonian_ais`) from the
   reference N(0, I) to the target, one leapfrog step per bridge, damping 0.9, the step
   size chosen by a pilot run (the best ESS over ``AIS_STEP_SIZES`` at the smallest
   budget, not counted); budget B = particles x (bridges + 1); estimates weighted by the
@@ -64,9 +64,9 @@ from pyro.infer import MCMC, NUTS
 from sampling_common import common_arguments, configure, fill_defaults, metadata, write_json
 from step_cost import code_info
 
-from pyro_gwg.diffusion import MCScoreSampler
-from pyro_gwg.estimators import hamiltonian_ais
-from pyro_gwg.models.continuous import (
+from pyro_gwg.contrib.diffusion import MCScoreSampler
+from pyro_gwg.contrib.estimators import hamiltonian_ais
+from pyro_gwg.contrib.models import (
     FOUR_MODE_CENTRES,
     HIMMELBLAU_MODES,
     GaussianMixture,

@@ -3,7 +3,7 @@ tuned UHA with K = 64 bridges matches or beats Hamiltonian AIS with K = 512).
 
 Target
 ------
-:func:`pyro_gwg.models.continuous.logistic_regression` on scikit-learn's breast cancer
+:func:`pyro_gwg.contrib.models.logistic_regression` on scikit-learn's breast cancer
 data (569 observations, 30 standardised features and an intercept, N(0, 1) prior): the
 log marginal likelihood :math:`\log p(y)`. The script evaluates the same density as the
 Pyro model (checked at the start) through a plain batched function, which is several
@@ -54,9 +54,9 @@ import torch
 from sampling_common import common_arguments, configure, fill_defaults, metadata, write_json
 from step_cost import code_info
 
-from pyro_gwg.continuous import ContinuousTarget
-from pyro_gwg.estimators import UHA, hamiltonian_ais
-from pyro_gwg.models.continuous import (
+from pyro_gwg.contrib.continuous import ContinuousTarget
+from pyro_gwg.contrib.estimators import UHA, hamiltonian_ais
+from pyro_gwg.contrib.models import (
     breast_cancer,
     logistic_regression,
     logistic_regression_log_density,

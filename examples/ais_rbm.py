@@ -4,7 +4,7 @@ An RBM with 64 visible and 16 hidden units is trained by contrastive divergence 
 1500 of the 8 x 8 digits (pixel > 8 set to 1); its visible units are the Pyro model
 :func:`pyro_gwg.models.rbm` (hidden units summed out). With 16 hidden units the
 exact log normaliser is a sum over 2^16 hidden states, so the AIS estimates
-(:func:`pyro_gwg.estimators.ais`, GWG and Gibbs transitions, annealing from the
+(:func:`pyro_gwg.contrib.estimators.ais`, GWG and Gibbs transitions, annealing from the
 Bernoulli distribution fitted to the training images as in Grathwohl et al. 2021,
 Appendix I.2.1) can be checked against it, together with the test-set log-likelihood.
 
@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from pyro_gwg import GWG, Gibbs
-from pyro_gwg.estimators import ais, ais_log_likelihood, log_likelihood
+from pyro_gwg.contrib.estimators import ais, ais_log_likelihood, log_likelihood
 from pyro_gwg.models import RBMParams, rbm, rbm_log_partition, train_rbm
 
 

@@ -2,8 +2,9 @@
 
 The RBM of ``ais_rbm.py`` (64 visible, 16 hidden units, exact log Z by summing the
 hidden states) is reached through 64 RBMs of growing size: the visible units enter one
-at a time, most active first (:func:`pyro_gwg.estimators.rbm_stages`,
-:func:`~pyro_gwg.estimators.activity_order`). :func:`pyro_gwg.estimators.arm` moves the
+at a time, most active first (:func:`pyro_gwg.contrib.estimators.rbm_stages`,
+:func:`~pyro_gwg.contrib.estimators.activity_order`).
+:func:`pyro_gwg.contrib.estimators.arm` moves the
 particles with a kernel sweep at every stage, weights them by the next unit summed out
 exactly, adds particles while the ESS ratio is below 0.7 and resamples (residual) when
 the weights degenerate. ARM with GWG and single-site Gibbs sweeps, with the RBM's
@@ -22,7 +23,7 @@ import torch
 from ais_rbm import digits_rbm
 
 from pyro_gwg import GWG, Gibbs
-from pyro_gwg.estimators import activity_order, arm, rbm_stages
+from pyro_gwg.contrib.estimators import activity_order, arm, rbm_stages
 from pyro_gwg.models import RBMBlockGibbs
 
 

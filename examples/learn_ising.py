@@ -2,7 +2,8 @@
 
 Training data: 2000 states of a 6 x 6 periodic lattice Ising model (theta = 0.2, the
 convention of Grathwohl et al. 2021, Eq. 10), drawn by independent Gibbs chains.
-:class:`pyro_gwg.train.PCD` fits :func:`pyro_gwg.train.learnable_ising` (couplings and
+:class:`pyro_gwg.contrib.train.PCD` fits
+:func:`pyro_gwg.contrib.train.learnable_ising` (couplings and
 field as ``pyro.param``) with an L1 penalty, keeping 256 persistent chains that take
 10 MCMC steps per update: once with Gibbs-With-Gradients, once with single-site Gibbs
 (paper 000, Section 6). The printout follows the log RMSE of the learned couplings.
@@ -17,8 +18,8 @@ import pyro
 import torch
 
 from pyro_gwg import GWG, MCMC, Gibbs
+from pyro_gwg.contrib.train import PCD, coupling_rmse, learnable_ising, symmetric_couplings
 from pyro_gwg.models import ising, lattice_couplings
-from pyro_gwg.train import PCD, coupling_rmse, learnable_ising, symmetric_couplings
 
 
 def log_rmse(true: torch.Tensor) -> float:

@@ -1,6 +1,6 @@
 """Sampling multimodal targets with the Monte Carlo score diffusion (about a minute).
 
-:class:`pyro_gwg.diffusion.MCScoreSampler` runs the reverse Ornstein-Uhlenbeck diffusion
+:class:`pyro_gwg.contrib.diffusion.MCScoreSampler` runs the reverse Ornstein-Uhlenbeck diffusion
 from N(0, I), estimating the score at every step from Gaussian draws (paper 001).
 
 1. Paper 001's Himmelblau target with the paper's settings (T = 3, K = 1000,
@@ -18,8 +18,8 @@ import pyro
 import pyro.distributions as dist
 import torch
 
-from pyro_gwg.diffusion import MCScoreSampler
-from pyro_gwg.models.continuous import (
+from pyro_gwg.contrib.diffusion import MCScoreSampler
+from pyro_gwg.contrib.models import (
     FOUR_MODE_CENTRES,
     HIMMELBLAU_MODES,
     four_mode_tanh,

@@ -1,6 +1,6 @@
 """Uncorrected Hamiltonian annealing on Bayesian logistic regression (about a minute).
 
-The model, :func:`pyro_gwg.models.continuous.logistic_regression`, is an ordinary Pyro
+The model, :func:`pyro_gwg.contrib.models.logistic_regression`, is an ordinary Pyro
 model (31 coefficients, scikit-learn's breast cancer data). ``UHA`` reads its posterior
 in unconstrained space from Pyro's ``initialize_model``. The steps follow Geffner &
 Domke (2021):
@@ -16,8 +16,8 @@ Run: ``python examples/uha_logistic.py`` (needs scikit-learn).
 import pyro
 import torch
 
-from pyro_gwg.estimators import UHA
-from pyro_gwg.models.continuous import breast_cancer, logistic_regression
+from pyro_gwg.contrib.estimators import UHA
+from pyro_gwg.contrib.models import breast_cancer, logistic_regression
 
 
 def bound(uha: UHA, num_particles: int = 256, bridges: bool = True) -> str:

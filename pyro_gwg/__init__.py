@@ -1,8 +1,14 @@
-"""pyro-gwg: gradient-informed MCMC for the discrete latent sites of Pyro models."""
+"""pyro-gwg: gradient-informed MCMC for the discrete latent sites of Pyro models.
 
-from pyro_gwg import diagnostics, diffusion, enum, estimators, models, proposals, train
+``import pyro_gwg`` loads the core (sites and energy, proposals, kernels, runner,
+enumeration, diagnostics, the discrete model library); :mod:`pyro_gwg.contrib`
+(estimators, training, diffusion, continuous targets, model-specific kernels) and the
+optional dependencies (ArviZ, scikit-learn) load when first used.
+"""
+
+from pyro_gwg import _deprecated, diagnostics, enumeration, models, proposals
 from pyro_gwg.energy import BatchingWarning, DiscreteEnergy
-from pyro_gwg.enum import exact_posterior
+from pyro_gwg.enumeration import exact_posterior
 from pyro_gwg.inference_data import to_inference_data
 from pyro_gwg.kernels import (
     AVG,
@@ -36,12 +42,16 @@ __all__ = [
     "UnsupportedModelError",
     "__version__",
     "diagnostics",
-    "diffusion",
-    "enum",
-    "estimators",
+    "enumeration",
     "exact_posterior",
     "models",
     "proposals",
     "to_inference_data",
-    "train",
 ]
+
+_deprecated.install_finder()
+
+
+def __getattr__(name: str):
+    # the moved modules (pyro_gwg.enum, pyro_gwg.estimators, ...), with a warning
+    return _deprecated.moved_attribute(__name__, name)

@@ -22,12 +22,11 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Dict, Optional
 
-import arviz
 import numpy as np
 import torch
 from pyro.ops.stats import autocovariance, split_gelman_rubin
 
-from pyro_gwg.enum import ExactPosterior
+from pyro_gwg.enumeration import ExactPosterior
 
 __all__ = [
     "chain_ess",
@@ -166,6 +165,8 @@ def chain_ess(series: torch.Tensor, method: str = "bulk") -> torch.Tensor:
     :param str method: ArviZ ESS method.
     :returns: float64 ``[C]``.
     """
+    import arviz  # optional at import time: loaded on first use
+
     out = []
     for chain in series.double().cpu().numpy():
         if np.ptp(chain) == 0:

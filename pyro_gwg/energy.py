@@ -327,7 +327,7 @@ class DiscreteEnergy:
 
     def values_from_codes(self, codes: torch.Tensor) -> Dict[str, torch.Tensor]:
         """Model values ``{name: [C, *value_shape]}`` of a batch of states."""
-        return {s.name: s.encode(c) for s, c in zip(self.sites, self.split(codes))}
+        return {s.name: s.values_from_codes(c) for s, c in zip(self.sites, self.split(codes))}
 
     def codes_from_values(
         self, values: Dict[str, torch.Tensor], what: str = "Value"
@@ -352,7 +352,7 @@ class DiscreteEnergy:
                     ", ".join("'{}'".format(n) for n in self._names),
                 )
             )
-        return self.join([s.decode(values[s.name], what) for s in self.sites])
+        return self.join([s.codes_from_values(values[s.name], what) for s in self.sites])
 
     # ------------------------------------------------------------------ evaluation
     # Below, ``num_chains`` is a Python int passed down (not read from tensor shapes),
@@ -432,7 +432,7 @@ class DiscreteEnergy:
         relaxed = []
         for site, site_codes in zip(self.sites, self.split(codes)):
             if site.kind != CATEGORICAL:
-                relaxed.append(site.encode(site_codes).requires_grad_(with_grad))
+                relaxed.append(site.values_from_codes(site_codes).requires_grad_(with_grad))
         return relaxed
 
     def _state_trace(self, codes: torch.Tensor, relaxed, num_chains: int):
@@ -638,7 +638,7 @@ class DiscreteEnergy:
             ``False`` runs the model once per state.
         :param bool differentiable: keep the autograd graph, so that the result can be
             differentiated with respect to the model's parameters (for learning them,
-            as :class:`pyro_gwg.train.PCD` does); by default no graph is built.
+            as :class:`pyro_gwg.contrib.train.PCD` does); by default no graph is built.
         :rtype: torch.Tensor
         :raises UnsupportedModelError: naming the sites and the state, when a log
             density is NaN or ``+inf``.

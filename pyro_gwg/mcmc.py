@@ -572,7 +572,7 @@ class MCMC:
             for start in range(0, site.num_coords, per_coord):
                 stop = min(site.num_coords, start + per_coord)
                 block = codes[:, :, site.offset + start : site.offset + stop].long()
-                values = site.encode(block).to(dtype).reshape(num_chains, num_draws, -1)
+                values = site.values_from_codes(block).to(dtype).reshape(num_chains, num_draws, -1)
                 del block
                 for key, value in _columns(values, summary, prob).items():
                     columns.setdefault(key, []).append(value)

@@ -29,6 +29,7 @@ from pyro.distributions import constraints
 from pyro.distributions.torch_distribution import ExpandedDistribution, MaskedDistribution
 from torch.distributions import Categorical, Independent
 
+from pyro_gwg._deprecated import renamed_method
 from pyro_gwg.proposals.layout import CoordinateLayout
 
 __all__ = [
@@ -141,7 +142,7 @@ class DiscreteSite:
         pad = max_plate_nesting - len(self.batch_shape)
         return torch.Size((num_chains,) + (1,) * pad) + self.value_shape
 
-    def encode(self, codes: torch.Tensor) -> torch.Tensor:
+    def values_from_codes(self, codes: torch.Tensor) -> torch.Tensor:
         """Model value from codes ``[..., *coord_shape]`` (long)."""
         if self.kind == CATEGORICAL:
             return codes
@@ -151,7 +152,7 @@ class DiscreteSite:
             return (codes.unsqueeze(-1) == categories).to(torch.get_default_dtype())
         return codes.to(torch.get_default_dtype())
 
-    def decode(self, value, what: str = "Value") -> torch.Tensor:
+    def codes_from_values(self, value, what: str = "Value") -> torch.Tensor:
         """Codes (long) ``[C, *coord_shape]`` from model values ``[C, *value_shape]``,
         checked: the shape, whole numbers, and the site's support.
 
@@ -199,6 +200,9 @@ class DiscreteSite:
             inside = (value >= lower) & (value <= upper)
             self._refuse(what, value, ~inside, self._support_text())
         return codes
+
+    encode = renamed_method("DiscreteSite", "encode", "values_from_codes")
+    decode = renamed_method("DiscreteSite", "decode", "codes_from_values")
 
     def _support_text(self) -> str:
         if self.kind == BINARY:

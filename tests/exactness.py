@@ -17,7 +17,7 @@ from typing import List
 import torch
 from pyro.ops.stats import effective_sample_size
 
-from pyro_gwg.enum import ExactPosterior
+from pyro_gwg.enumeration import ExactPosterior
 
 
 @dataclass

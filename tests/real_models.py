@@ -9,7 +9,8 @@ parameters are held fixed at sensible values by :func:`pyro.poutine.condition` (
 passed as arguments), so that the posterior of the discrete sites is exactly enumerable
 on a small data set; the discrete sites that the originals sum out by enumeration
 (``infer={"enumerate": "parallel"}`` or ``@config_enumerate``) are *sampled* by the
-kernels, which :func:`pyro_gwg.enum.lift_enumeration` arranges without touching the model body.
+kernels, which :func:`pyro_gwg.enumeration.lift_enumeration` arranges without touching the
+model body.
 
 :data:`CASES` holds ``name -> Case(model, args, bounds)`` with the model as the kernels
 receive it (conditioned, enumeration marks lifted); the raw functions below are the
@@ -31,7 +32,7 @@ from pyro.infer import config_enumerate
 from pyro.ops.indexing import Vindex
 from pyro.util import ignore_jit_warnings
 
-from pyro_gwg.enum import lift_enumeration
+from pyro_gwg.enumeration import lift_enumeration
 
 __all__ = ["CASES", "Case"]
 

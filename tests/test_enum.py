@@ -10,7 +10,7 @@ from pyro.infer import config_enumerate
 from small_models import BOUNDS, SUITE
 
 from pyro_gwg import BatchingWarning, DiscreteEnergy, UnsupportedModelError, exact_posterior
-from pyro_gwg.enum import lift_enumeration
+from pyro_gwg.enumeration import lift_enumeration
 
 
 def independent_bits(y):
@@ -197,7 +197,7 @@ def huge():
 
 
 def test_requests_that_cannot_fit_fail_before_enumerating(monkeypatch):
-    import pyro_gwg.enum as enum
+    import pyro_gwg.enumeration as enum
 
     def refuse(*args):
         raise AssertionError("enumerated before checking the memory")

@@ -11,7 +11,7 @@ from pyro.infer import HMC, MCMC, NUTS, config_enumerate
 from pyro.ops.stats import effective_sample_size
 
 from pyro_gwg import GWG, MixedGibbs, UnsupportedModelError
-from pyro_gwg.enum import sample_enumerated
+from pyro_gwg.enumeration import sample_enumerated
 
 pytestmark = pytest.mark.filterwarnings("ignore:Categorical site")
 

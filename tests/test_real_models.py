@@ -41,7 +41,7 @@ from pyro_gwg import (
     MixedGibbs,
     exact_posterior,
 )
-from pyro_gwg.enum import lift_enumeration
+from pyro_gwg.enumeration import lift_enumeration
 
 pytestmark = pytest.mark.filterwarnings("ignore:Categorical site")
 

@@ -39,9 +39,9 @@ def test_classification_and_encoding(fn, kind, coord_shape, categories):
     assert site.kind == kind
     assert tuple(site.coord_shape) == coord_shape
     assert site.num_categories == categories
-    codes = site.decode(value.unsqueeze(0))[0]
+    codes = site.codes_from_values(value.unsqueeze(0))[0]
     assert codes.shape == coord_shape and codes.dtype == torch.long
-    assert torch.equal(site.encode(codes), value.to(site.encode(codes).dtype))
+    assert torch.equal(site.values_from_codes(codes), value.to(site.values_from_codes(codes).dtype))
 
 
 def test_ordinal_bounds_follow_the_support():
@@ -93,11 +93,11 @@ def test_values_outside_the_support_are_refused_naming_the_site(fn, value, messa
     site = classify_site("s", fn, fn.sample())
     value = value if isinstance(value, str) else torch.tensor(value).unsqueeze(0)
     with pytest.raises(ValueError, match="Initial value of latent site 's'.*" + message):
-        site.decode(value, "Initial value")
+        site.codes_from_values(value, "Initial value")
 
 
 def test_values_given_as_arrays_lists_and_bools_are_decoded():
     site = classify_site("s", dist.Bernoulli(0.3).expand([3]), torch.zeros(3))
     expected = torch.tensor([[0, 1, 1]])
     for value in (np.array([[0.0, 1.0, 1.0]]), [[0, 1, 1]], torch.tensor([[False, True, True]])):
-        assert torch.equal(site.decode(value), expected)
+        assert torch.equal(site.codes_from_values(value), expected)

@@ -1,7 +1,7 @@
 r"""Batched log densities on :math:`\mathbb{R}^d` for the continuous-target tools.
 
-:class:`ContinuousTarget` is what :class:`~pyro_gwg.estimators.uha.UHA` and
-:class:`~pyro_gwg.diffusion.MCScoreSampler` evaluate: a function from particles
+:class:`ContinuousTarget` is what :class:`~pyro_gwg.contrib.estimators.uha.UHA` and
+:class:`~pyro_gwg.contrib.diffusion.MCScoreSampler` evaluate: a function from particles
 ``z`` of shape ``[..., d]`` to unnormalised log densities of shape ``[...]``, with
 gradients by autograd and a count of the points evaluated. It is built
 

@@ -42,7 +42,7 @@ from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
 import torch
 
-from pyro_gwg.continuous import ContinuousTarget, as_target
+from pyro_gwg.contrib.continuous import ContinuousTarget, as_target
 
 __all__ = [
     "DiffusionResult",
@@ -202,7 +202,7 @@ class MCScoreSampler:
 
     :param target: a Pyro model with continuous latent sites, a batched log density
         :math:`\\log p_0` on ``[..., dim]`` (give ``dim``), or a
-        :class:`~pyro_gwg.continuous.ContinuousTarget`. Leave it out when giving ``f``.
+        :class:`~pyro_gwg.contrib.continuous.ContinuousTarget`. Leave it out when giving ``f``.
     :param tuple model_args: the model's positional arguments.
     :param dict model_kwargs: the model's keyword arguments.
     :param callable f: the paper's :math:`f`, batched on ``[..., dim]``, for targets
@@ -221,8 +221,8 @@ class MCScoreSampler:
     Example (the paper's four-mode target, small settings)::
 
         >>> import torch
-        >>> from pyro_gwg.diffusion import MCScoreSampler
-        >>> from pyro_gwg.models.continuous import four_mode_tanh
+        >>> from pyro_gwg.contrib.diffusion import MCScoreSampler
+        >>> from pyro_gwg.contrib.models import four_mode_tanh
         >>> _ = torch.manual_seed(0)
         >>> sampler = MCScoreSampler(f=four_mode_tanh, dim=1, num_draws=200, step_size=0.05)
         >>> result = sampler.sample(100)

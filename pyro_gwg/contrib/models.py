@@ -1,5 +1,6 @@
 r"""Continuous targets with exact reference values, for
-:class:`~pyro_gwg.estimators.uha.UHA` and :class:`~pyro_gwg.diffusion.MCScoreSampler`.
+:class:`~pyro_gwg.contrib.estimators.uha.UHA` and
+:class:`~pyro_gwg.contrib.diffusion.MCScoreSampler`.
 
 * Paper 001's multimodal targets, given by :math:`f` with
   :math:`p(\theta) \propto e^{f(\theta) - |\theta|^2/2}`: the 1-D four-mode

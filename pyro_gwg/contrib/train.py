@@ -32,9 +32,14 @@ import pyro
 import pyro.poutine as poutine
 import torch
 
+from pyro_gwg.contrib.estimators.ais import FactorisedBase
+from pyro_gwg.contrib.estimators.driver import (
+    EstimatorEnergy,
+    bind_kernel,
+    check_kernel,
+    run_kernel,
+)
 from pyro_gwg.energy import DiscreteEnergy
-from pyro_gwg.estimators.ais import FactorisedBase
-from pyro_gwg.estimators.driver import EstimatorEnergy, bind_kernel, check_kernel, run_kernel
 from pyro_gwg.kernels.base import DiscreteKernel
 from pyro_gwg.models.ebm import binary_ebm
 from pyro_gwg.models.ising import ising

@@ -6,7 +6,7 @@ BlackJAX's ``init``/``step`` pairs: ``_init_state(codes, value_and_grad)`` and
 ``[C, D]``) and ``log_joint`` (``[C]``); step infos are named tuples of ``[C]`` tensors,
 recorded per draw and returned by :meth:`DiscreteKernel.diagnostics`.
 
-Code that drives a kernel itself (the estimators of :mod:`pyro_gwg.estimators`, for
+Code that drives a kernel itself (the estimators of :mod:`pyro_gwg.contrib.estimators`, for
 example, which step it under a tempered density) uses the public pair
 :meth:`DiscreteKernel.init_state` / :meth:`DiscreteKernel.step` after
 :meth:`DiscreteKernel.bind`.
@@ -76,6 +76,12 @@ class DiscreteKernel(MCMCKernel):
     Runners that batch chains set the attribute ``vectorized_chains`` before
     :meth:`setup`; samples and statistics then carry a leading chain dimension.
     """
+
+    #: Declared trait: whether the transitions leave invariant the density the kernel is
+    #: bound to (:meth:`bind`). ``False`` for a model-specific sampler that reads the
+    #: model's arguments instead (:class:`pyro_gwg.contrib.kernels.RBMBlockGibbs`); code
+    #: that steps a kernel under a density of its own (the estimators) refuses it.
+    targets_bound_density: bool = True
 
     def __init__(
         self,

@@ -1,20 +1,6 @@
 """Classic discrete targets written as ordinary, batch-friendly Pyro models."""
 
-from pyro_gwg.models.continuous import (
-    FOUR_MODE_CENTRES,
-    HIMMELBLAU_MODES,
-    GaussianMixture,
-    breast_cancer,
-    four_mode_tanh,
-    grid_moments,
-    himmelblau,
-    linear_regression,
-    linear_regression_log_evidence,
-    logistic_regression,
-    logistic_regression_log_density,
-    mode_probabilities,
-    nearest_mode,
-)
+from pyro_gwg._deprecated import moved_attribute
 from pyro_gwg.models.ebm import binary_ebm, mlp_energy
 from pyro_gwg.models.fhmm import (
     FHMMData,
@@ -41,7 +27,6 @@ from pyro_gwg.models.ordinal import (
 )
 from pyro_gwg.models.potts import PottsParams, lattice_potts, potts, random_potts
 from pyro_gwg.models.rbm import (
-    RBMBlockGibbs,
     RBMParams,
     block_gibbs,
     block_gibbs_step,
@@ -64,40 +49,26 @@ from pyro_gwg.models.variable_selection import (
 __all__ = [
     "FHMMData",
     "FHMMParams",
-    "FOUR_MODE_CENTRES",
-    "GaussianMixture",
-    "HIMMELBLAU_MODES",
     "IntegerUniform",
     "OrdinalMixtureMoments",
     "PottsParams",
-    "RBMBlockGibbs",
     "RBMParams",
     "SpikeAndSlabCoefficients",
     "VariableSelectionExact",
     "binary_ebm",
     "block_gibbs",
     "block_gibbs_step",
-    "breast_cancer",
     "erdos_renyi_couplings",
     "factorial_hmm",
     "fhmm_prior_sample",
     "fhmm_time_blocks",
-    "four_mode_tanh",
-    "grid_moments",
-    "himmelblau",
     "ising",
     "ising_denoising",
     "lattice_bonds",
     "lattice_couplings",
     "lattice_ising",
     "lattice_potts",
-    "linear_regression",
-    "linear_regression_log_evidence",
-    "logistic_regression",
-    "logistic_regression_log_density",
     "mlp_energy",
-    "mode_probabilities",
-    "nearest_mode",
     "noisy_image",
     "ordinal_mixture",
     "ordinal_mixture_moments",
@@ -115,3 +86,28 @@ __all__ = [
     "variable_selection_data",
     "variable_selection_exact",
 ]
+
+# names that moved to pyro_gwg.contrib: old name -> new module
+_MOVED = dict.fromkeys(
+    (
+        "FOUR_MODE_CENTRES",
+        "HIMMELBLAU_MODES",
+        "GaussianMixture",
+        "breast_cancer",
+        "four_mode_tanh",
+        "grid_moments",
+        "himmelblau",
+        "linear_regression",
+        "linear_regression_log_evidence",
+        "logistic_regression",
+        "logistic_regression_log_density",
+        "mode_probabilities",
+        "nearest_mode",
+    ),
+    "pyro_gwg.contrib.models",
+)
+_MOVED["RBMBlockGibbs"] = "pyro_gwg.contrib.kernels"
+
+
+def __getattr__(name: str):
+    return moved_attribute(__name__, name, _MOVED)

@@ -10,25 +10,22 @@ Summing out the hidden units (Grathwohl et al. 2021, Eq. 29),
 :func:`rbm` is this marginal as a Pyro model over the visible units. Its conditionals
 :math:`p(h_j = 1 \mid v) = \sigma(W_j v + c_j)` and
 :math:`p(v_i = 1 \mid h) = \sigma((W^\top h)_i + b_i)` give the block-Gibbs sampler
-(:func:`block_gibbs`, :class:`RBMBlockGibbs`) that the paper uses as ground truth.
+(:func:`block_gibbs`; as a kernel, :class:`pyro_gwg.contrib.kernels.RBMBlockGibbs`) that
+the paper uses as ground truth.
 """
 
 from __future__ import annotations
 
-import inspect
-from typing import NamedTuple, Optional, Tuple, Union
+from typing import NamedTuple, Optional, Tuple
 
 import pyro
 import pyro.distributions as dist
 import torch
 import torch.nn.functional as F
-from pyro.infer.autoguide.initialization import init_to_sample
 
-from pyro_gwg.kernels.base import DiscreteKernel
-from pyro_gwg.proposals.blocks import StepInfo, cost
+from pyro_gwg._deprecated import moved_attribute
 
 __all__ = [
-    "RBMBlockGibbs",
     "RBMParams",
     "block_gibbs",
     "block_gibbs_step",
@@ -239,60 +236,10 @@ def train_rbm(
     return RBMParams(*(p.detach() for p in params))
 
 
-class RBMBlockGibbsState(NamedTuple):
-    """State of block-Gibbs chains: ``codes [C, V]`` and ``log_joint [C]``."""
-
-    codes: torch.Tensor
-    log_joint: torch.Tensor
-
-
-class RBMBlockGibbs(DiscreteKernel):
-    r"""Block-Gibbs sampling of :func:`rbm` as a Pyro MCMC kernel: each step draws all
-    hidden units given the visible ones, then all visible units given the hidden ones
-    (exact conditionals; the hidden units are not kept).
-
-    The RBM's parameters are read from the model arguments, as in
-    ``MCMC(RBMBlockGibbs(), ...).run(*params)``. The recorded ``log_joint`` is the
-    model's log joint in closed form (one evaluation's worth of work:
-    ``energy_evals`` is 1, ``grad_evals`` 0); ``accepted`` says whether the state
-    changed.
-
-    :param callable model: :func:`rbm` (the default) or a model with its signature
-        and site ``"v"``.
-    :param jit_compile: compilation of the whole transition: ``"auto"`` (default),
-        ``True``, ``"inductor"`` or ``False``; see :class:`~pyro_gwg.DiscreteKernel`.
-    :param callable init_strategy: Pyro per-site initialisation strategy.
-    """
-
-    def __init__(
-        self, model=rbm, *, jit_compile: Union[bool, str] = "auto", init_strategy=init_to_sample
-    ):
-        super().__init__(model, jit_compile=jit_compile, init_strategy=init_strategy)
-
-    def _rbm_params(self) -> RBMParams:
-        bound = inspect.signature(rbm).bind(*self.energy.model_args, **self.energy.model_kwargs)
-        return RBMParams(**bound.arguments)
-
-    def _model_log_joint(self, codes: torch.Tensor, params: RBMParams) -> torch.Tensor:
-        # in double precision, as the energy bridge's log joint
-        log_density = rbm_log_density(codes, params) - F.softplus(params.visible_bias).sum()
-        return log_density.double()
-
-    def _init_state(self, codes: torch.Tensor, value_and_grad) -> RBMBlockGibbsState:
-        if [s.name for s in self.energy.sites] != ["v"]:
-            raise ValueError("RBMBlockGibbs samples the model rbm(weights, visible_bias, ...)")
-        return RBMBlockGibbsState(codes, self._model_log_joint(codes, self._rbm_params()))
-
-    def _step(self, state: NamedTuple, value_and_grad) -> Tuple[RBMBlockGibbsState, StepInfo]:
-        params = self._rbm_params()
-        codes = state.codes
-        new = block_gibbs_step(codes.to(params.weights.dtype), params).long()
-        num_changed = (new != codes).sum(-1)
-        info = StepInfo(
-            num_changed > 0,
-            torch.ones_like(state.log_joint),
-            num_changed,
-            cost(codes, 1),
-            cost(codes, 0),
-        )
-        return RBMBlockGibbsState(new, self._model_log_joint(new, params)), info
+def __getattr__(name: str):
+    # the block-Gibbs kernel moved to pyro_gwg.contrib.kernels
+    return moved_attribute(
+        __name__,
+        name,
+        dict.fromkeys(("RBMBlockGibbs", "RBMBlockGibbsState"), "pyro_gwg.contrib.kernels"),
+    )

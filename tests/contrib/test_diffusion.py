@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from pyro_gwg import UnsupportedModelError
-from pyro_gwg.diffusion import (
+from pyro_gwg.contrib.diffusion import (
     MCScoreSampler,
     gradient_weighted_score,
     importance_weights,
@@ -25,7 +25,7 @@ from pyro_gwg.diffusion import (
     time_grid,
     u_weighted_score,
 )
-from pyro_gwg.models.continuous import (
+from pyro_gwg.contrib.models import (
     FOUR_MODE_CENTRES,
     HIMMELBLAU_MODES,
     GaussianMixture,

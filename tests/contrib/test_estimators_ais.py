@@ -13,15 +13,15 @@ from small_models import SUITE
 
 from pyro_gwg import GWG, NCG, DiscreteEnergy, Gibbs, HammingBall, UnsupportedModelError
 from pyro_gwg import exact_posterior as enumerate_model
-from pyro_gwg.estimators import FactorisedBase, ais, ais_log_likelihood, log_likelihood
-from pyro_gwg.estimators.ais import (
+from pyro_gwg.contrib.estimators import FactorisedBase, ais, ais_log_likelihood, log_likelihood
+from pyro_gwg.contrib.estimators.ais import (
     ais_log_weight_increment,
     annealing_schedule,
     geometric_schedule,
     linear_schedule,
     sigmoid_schedule,
 )
-from pyro_gwg.estimators.weights import (
+from pyro_gwg.contrib.estimators.weights import (
     effective_sample_size,
     log_mean_exp,
     log_mean_exp_se,
@@ -240,7 +240,7 @@ def test_the_check_fails_with_a_wrong_incremental_weight(monkeypatch):
         return (beta_next - beta_prev) * log_target
 
     # the package attribute ``ais`` is the function; the module is reached by name
-    ais_module = importlib.import_module("pyro_gwg.estimators.ais")
+    ais_module = importlib.import_module("pyro_gwg.contrib.estimators.ais")
     monkeypatch.setattr(ais_module, "ais_log_weight_increment", wrong)
     pyro.set_rng_seed(0)
     couplings = lattice_couplings(3, 0.3)

@@ -10,14 +10,14 @@ import torch
 import torch.nn.functional as F
 
 from pyro_gwg import GWG, DiscreteEnergy, Gibbs, UnsupportedModelError, exact_posterior
-from pyro_gwg.estimators import Stage, activity_order, arm, ising_stages, rbm_stages
-from pyro_gwg.estimators.arm import log_z_increment, reseed_count, smooth_log_weights
-from pyro_gwg.estimators.driver import EstimatorEnergy
-from pyro_gwg.estimators.weights import residual_resample
+from pyro_gwg.contrib.estimators import Stage, activity_order, arm, ising_stages, rbm_stages
+from pyro_gwg.contrib.estimators.arm import log_z_increment, reseed_count, smooth_log_weights
+from pyro_gwg.contrib.estimators.driver import EstimatorEnergy
+from pyro_gwg.contrib.estimators.weights import residual_resample
 from pyro_gwg.models import block_gibbs, ising, lattice_couplings, random_rbm
 from pyro_gwg.models import rbm_log_partition as exact_rbm_log_partition
 
-arm_module = importlib.import_module("pyro_gwg.estimators.arm")
+arm_module = importlib.import_module("pyro_gwg.contrib.estimators.arm")
 
 
 def rbm_model_log_z(params) -> float:

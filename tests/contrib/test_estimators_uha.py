@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from pyro_gwg import UnsupportedModelError
-from pyro_gwg.continuous import ContinuousTarget
-from pyro_gwg.estimators import UHA, hamiltonian_ais
-from pyro_gwg.estimators.uha import (
+from pyro_gwg.contrib.continuous import ContinuousTarget
+from pyro_gwg.contrib.estimators import UHA, hamiltonian_ais
+from pyro_gwg.contrib.estimators.uha import (
     AnnealingParameters,
     anneal,
     beta_schedule,
@@ -26,7 +26,7 @@ from pyro_gwg.estimators.uha import (
     refresh_momentum,
     uha_log_weight_increment,
 )
-from pyro_gwg.models.continuous import linear_regression, linear_regression_log_evidence
+from pyro_gwg.contrib.models import linear_regression, linear_regression_log_evidence
 
 
 @pytest.fixture(scope="module")

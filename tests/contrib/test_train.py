@@ -8,8 +8,7 @@ import pytest
 import torch
 
 from pyro_gwg import GWG, Gibbs, exact_posterior
-from pyro_gwg.models import binary_ebm, ising, lattice_couplings, mlp_energy, potts, random_potts
-from pyro_gwg.train import (
+from pyro_gwg.contrib.train import (
     PCD,
     coupling_rmse,
     group_l1_penalty,
@@ -21,6 +20,7 @@ from pyro_gwg.train import (
     symmetric_couplings,
     symmetric_potts_couplings,
 )
+from pyro_gwg.models import binary_ebm, ising, lattice_couplings, mlp_energy, potts, random_potts
 
 
 @pytest.fixture(autouse=True)

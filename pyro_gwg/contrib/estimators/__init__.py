@@ -3,8 +3,8 @@ adaptive resample-move algorithm (ARM), with any pyro-gwg kernel as the transiti
 continuous targets, uncorrected Hamiltonian annealing (UHA, a tunable lower bound on
 log Z) and Hamiltonian AIS."""
 
-from pyro_gwg.estimators import weights
-from pyro_gwg.estimators.ais import (
+from pyro_gwg.contrib.estimators import weights
+from pyro_gwg.contrib.estimators.ais import (
     AISResult,
     FactorisedBase,
     LogLikelihood,
@@ -13,7 +13,7 @@ from pyro_gwg.estimators.ais import (
     annealing_schedule,
     log_likelihood,
 )
-from pyro_gwg.estimators.arm import (
+from pyro_gwg.contrib.estimators.arm import (
     ARMResult,
     Stage,
     activity_order,
@@ -21,7 +21,7 @@ from pyro_gwg.estimators.arm import (
     ising_stages,
     rbm_stages,
 )
-from pyro_gwg.estimators.uha import UHA, AnnealingResult, hamiltonian_ais
+from pyro_gwg.contrib.estimators.uha import UHA, AnnealingResult, hamiltonian_ais
 
 __all__ = [
     "AISResult",

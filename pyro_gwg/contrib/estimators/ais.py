@@ -30,18 +30,17 @@ from typing import Dict, NamedTuple, Optional, Union
 
 import torch
 
-from pyro_gwg.energy import DiscreteEnergy
-from pyro_gwg.enum import StateIndex
-from pyro_gwg.estimators.driver import (
+from pyro_gwg.contrib.estimators.driver import (
     EstimatorEnergy,
     bind_kernel,
     check_kernel,
     run_kernel,
     uses_gradient,
 )
-from pyro_gwg.estimators.weights import effective_sample_size, log_mean_exp, log_mean_exp_se
+from pyro_gwg.contrib.estimators.weights import effective_sample_size, log_mean_exp, log_mean_exp_se
+from pyro_gwg.energy import DiscreteEnergy
+from pyro_gwg.enumeration import StateIndex
 from pyro_gwg.kernels.base import DiscreteKernel
-from pyro_gwg.models.rbm import RBMBlockGibbs
 from pyro_gwg.proposals.layout import CoordinateLayout
 from pyro_gwg.sites import UnsupportedModelError
 
@@ -329,7 +328,7 @@ class AISResult(NamedTuple):
 
     :ivar torch.Tensor log_z: estimate of :math:`\\log Z = \\log \\sum_x e^{f(x)}`.
     :ivar torch.Tensor log_z_se: its delta-method standard error
-        (:func:`~pyro_gwg.estimators.weights.log_mean_exp_se`).
+        (:func:`~pyro_gwg.contrib.estimators.weights.log_mean_exp_se`).
     :ivar torch.Tensor log_weights: ``[P]`` final log weights of the particles.
     :ivar torch.Tensor ess: effective sample size of the final weights.
     :ivar torch.Tensor codes: long ``[P, D]`` final particles (weighted draws from the
@@ -400,11 +399,11 @@ def ais(
         torch.Size([16])
     """
     check_kernel(kernel, "ais")
-    if isinstance(kernel, RBMBlockGibbs):
+    if not kernel.targets_bound_density:
         raise UnsupportedModelError(
-            "RBMBlockGibbs samples the RBM from its closed form and ignores the annealed "
-            "density; AIS needs a kernel that targets the density it is given (GWG, "
-            "Gibbs, ...)."
+            "{} samples its model from a closed form and ignores the annealed density; "
+            "AIS needs a kernel that targets the density it is given (GWG, Gibbs, "
+            "...).".format(type(kernel).__name__)
         )
     if int(num_particles) != num_particles or num_particles < 2:
         raise ValueError("num_particles must be an integer >= 2, got {}".format(num_particles))

@@ -28,7 +28,7 @@ first, :func:`rbm_stages`). With :math:`Z_n = \sum p^*_n`, particles
    each added set enters with its share of the particles. The ratio is taken
    relative to the base level ``R`` (not to the grown set), so that adding particles
    raises it, as the paper's reseed count :math:`S` presumes;
-4. **resample** (residual, :func:`~pyro_gwg.estimators.weights.residual_resample`)
+4. **resample** (residual, :func:`~pyro_gwg.contrib.estimators.weights.residual_resample`)
    back to ``R`` uniformly weighted particles when the set grew (necessarily) or its
    ESS fell below ``resample_threshold * R``;
 5. **augment**: :math:`x^r_{n+1} \sim p_{n+1}(x_{n+1} \mid x^r_{[n]})`, read off the
@@ -51,15 +51,20 @@ from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import torch
 
-from pyro_gwg.energy import DiscreteEnergy
-from pyro_gwg.enum import StateIndex, exact_posterior
-from pyro_gwg.estimators.driver import EstimatorEnergy, bind_kernel, check_kernel, run_kernel
-from pyro_gwg.estimators.weights import (
+from pyro_gwg.contrib.estimators.driver import (
+    EstimatorEnergy,
+    bind_kernel,
+    check_kernel,
+    run_kernel,
+)
+from pyro_gwg.contrib.estimators.weights import (
     effective_sample_size,
     log_mean_exp,
     log_mean_exp_se,
     residual_resample,
 )
+from pyro_gwg.energy import DiscreteEnergy
+from pyro_gwg.enumeration import StateIndex, exact_posterior
 from pyro_gwg.kernels.base import DiscreteKernel
 from pyro_gwg.models.ising import ising
 from pyro_gwg.models.rbm import RBMParams, rbm

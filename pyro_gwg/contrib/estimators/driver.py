@@ -44,7 +44,7 @@ class EstimatorEnergy:
 
     :param DiscreteEnergy energy: the model's energy :math:`f`.
     :param base: a base distribution with ``log_prob(codes)`` and ``grad(codes)`` (see
-        :class:`~pyro_gwg.estimators.ais.FactorisedBase`), or ``None``.
+        :class:`~pyro_gwg.contrib.estimators.ais.FactorisedBase`), or ``None``.
     :param float beta: inverse temperature :math:`\beta` (ignored without a base).
 
     :ivar int evaluations: states at which the model's log joint was evaluated.

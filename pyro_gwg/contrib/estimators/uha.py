@@ -4,7 +4,7 @@ Geffner & Domke (2021), *MCMC Variational Inference via Uncorrected Hamiltonian
 Annealing* (paper 004). The target is an unnormalised density :math:`\bar p(z)` on
 :math:`\mathbb{R}^d` with :math:`Z = \int \bar p`: the posterior of a Pyro model with
 continuous latent sites in unconstrained coordinates, or a plain log density (see
-:class:`~pyro_gwg.continuous.ContinuousTarget`).
+:class:`~pyro_gwg.contrib.continuous.ContinuousTarget`).
 
 **Augmented distributions.** Start from a mean-field Gaussian :math:`q(z)` and a momentum
 :math:`\rho \sim S = \mathcal{N}(0, M)` with diagonal mass :math:`M`, and bridge to the
@@ -49,8 +49,8 @@ from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
 import torch
 
-from pyro_gwg.continuous import ContinuousTarget, as_target
-from pyro_gwg.estimators.weights import (
+from pyro_gwg.contrib.continuous import ContinuousTarget, as_target
+from pyro_gwg.contrib.estimators.weights import (
     effective_sample_size,
     log_mean_exp,
     log_mean_exp_se,
@@ -351,7 +351,7 @@ def hamiltonian_ais(
 ) -> AnnealingResult:
     """Hamiltonian AIS: the paper's baseline (Alg. 6), not differentiable.
 
-    :param target: a :class:`~pyro_gwg.continuous.ContinuousTarget`, a Pyro model with
+    :param target: a :class:`~pyro_gwg.contrib.continuous.ContinuousTarget`, a Pyro model with
         continuous latent sites, or a batched log density (with ``dim``).
     :param tuple model_args: the model's positional arguments.
     :param dict model_kwargs: the model's keyword arguments.
@@ -412,7 +412,7 @@ class UHA(torch.nn.Module):
 
     :param model: a Pyro model with continuous latent sites, a batched log density
         ``[..., dim] -> [...]`` (give ``dim``) or a
-        :class:`~pyro_gwg.continuous.ContinuousTarget`.
+        :class:`~pyro_gwg.contrib.continuous.ContinuousTarget`.
     :param tuple model_args: the model's positional arguments.
     :param dict model_kwargs: the model's keyword arguments.
     :param int num_bridges: number of bridging densities :math:`K` (one leapfrog step and
@@ -428,7 +428,7 @@ class UHA(torch.nn.Module):
     Example::
 
         >>> import torch
-        >>> from pyro_gwg.estimators import UHA
+        >>> from pyro_gwg.contrib.estimators import UHA
         >>> _ = torch.manual_seed(0)
         >>> uha = UHA(lambda z: -0.5 * (z**2).sum(-1), dim=2, num_bridges=4)
         >>> losses = uha.fit(20, num_particles=8)
