@@ -23,7 +23,7 @@ Estimators (``pyro_gwg.contrib.estimators``), each run ``--repeats`` times per b
 * ``arm-reseed-gibbs``: ARM-reseed, new particles from training images brought to
   :math:`p_n` by ``--reseed-steps`` Gibbs steps;
 * ``arm-block`` / ``arm-reseed-block``: the same with the RBM's block-Gibbs kernel
-  (``pyro_gwg.models.RBMBlockGibbs`` on each stage's RBM, one block sweep per move step
+  (``pyro_gwg.contrib.kernels.RBMBlockGibbs`` on each stage's RBM, one block sweep per move step
   and ``--reseed-steps`` sweeps per reseed), the structured kernel of paper 003's RBM
   experiments, with ``R`` in ``--block-particles`` (its sweeps cost no model run, so
   larger sets fit the same time). AIS cannot use it: it samples the model in closed
@@ -66,7 +66,8 @@ from sampling_common import (
 
 from pyro_gwg import GWG, Gibbs
 from pyro_gwg.contrib.estimators import activity_order, ais, arm, rbm_stages
-from pyro_gwg.models import RBMBlockGibbs, rbm, rbm_log_partition, train_rbm
+from pyro_gwg.contrib.kernels import RBMBlockGibbs
+from pyro_gwg.models import rbm, rbm_log_partition, train_rbm
 
 METHODS = (
     "ais-gwg",

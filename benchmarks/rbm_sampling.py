@@ -12,7 +12,7 @@ set of ``--chains`` states gives the "target" MMD level (two exact sample sets).
 
 Samplers (all ``jit_compile=True``): ``gibbs`` (Gibbs-1, random scan), ``hb-10-1``,
 ``gwg``, ``lb`` (the exact locally balanced proposal that GWG approximates, 64
-evaluations per step) and ``block-gibbs`` (``pyro_gwg.models.RBMBlockGibbs``, which
+evaluations per step) and ``block-gibbs`` (``pyro_gwg.contrib.kernels.RBMBlockGibbs``, which
 updates all 64 units per step); ``--samplers`` chooses others (``gwg-3``, ...). Each runs
 ``--chains`` batched chains for ``--steps`` steps from states drawn from the
 Bernoulli distribution of the data mean (as in the paper). Every ``--every`` steps
@@ -51,8 +51,9 @@ from sampling_common import (
     sampler,
 )
 
+from pyro_gwg.contrib.kernels import RBMBlockGibbs
 from pyro_gwg.diagnostics import hamming_statistic, mmd, reference_state
-from pyro_gwg.models import RBMBlockGibbs, block_gibbs, rbm, train_rbm
+from pyro_gwg.models import block_gibbs, rbm, train_rbm
 
 DEFAULT_SAMPLERS = ("gibbs", "hb-10-1", "gwg", "lb", "block-gibbs")
 

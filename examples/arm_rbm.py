@@ -8,7 +8,7 @@ at a time, most active first (:func:`pyro_gwg.contrib.estimators.rbm_stages`,
 particles with a kernel sweep at every stage, weights them by the next unit summed out
 exactly, adds particles while the ESS ratio is below 0.7 and resamples (residual) when
 the weights degenerate. ARM with GWG and single-site Gibbs sweeps, with the RBM's
-block-Gibbs kernel (:class:`pyro_gwg.models.RBMBlockGibbs`, whose sweeps cost no model
+block-Gibbs kernel (:class:`pyro_gwg.contrib.kernels.RBMBlockGibbs`, whose sweeps cost no model
 run, so more particles fit), and ARM-reseed (new particles from training images
 brought to each stage by 200 block-Gibbs sweeps) are compared with the exact value;
 each estimate pools 8 independent runs, whose spread gives the standard error.
@@ -24,7 +24,7 @@ from ais_rbm import digits_rbm
 
 from pyro_gwg import GWG, Gibbs
 from pyro_gwg.contrib.estimators import activity_order, arm, rbm_stages
-from pyro_gwg.models import RBMBlockGibbs
+from pyro_gwg.contrib.kernels import RBMBlockGibbs
 
 
 def main() -> None:

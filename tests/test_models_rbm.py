@@ -1,4 +1,6 @@
-"""RBM model: density, exact log Z, block Gibbs, CD training; samplers on a tiny RBM."""
+"""RBM model: density, exact log Z, block Gibbs, CD training; samplers on a tiny RBM.
+
+The block-Gibbs kernel is tested in ``tests/contrib/test_kernels.py``."""
 
 import itertools
 
@@ -7,11 +9,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 from exactness import assert_exact, draw_codes
-from pyro.infer import MCMC
 
 from pyro_gwg import GWG, DiscreteEnergy, Gibbs, exact_posterior
 from pyro_gwg.models import (
-    RBMBlockGibbs,
     RBMParams,
     block_gibbs,
     random_rbm,
@@ -69,20 +69,6 @@ def test_block_gibbs_samples_exactly():
     _, trace = block_gibbs(params, num_chains=256, num_steps=400, thin=1)
     codes = trace[50:].transpose(0, 1).long()  # [C, T, V]
     assert_exact(codes, exact_posterior(rbm, *params))
-
-
-def test_block_gibbs_kernel_in_pyro_mcmc_is_exact():
-    params = random_rbm(5, 4, weight_scale=1.0, seed=3)
-    pyro.set_rng_seed(0)
-    mcmc = MCMC(RBMBlockGibbs(), num_samples=2000, warmup_steps=20, disable_progbar=True)
-    mcmc.run(*params)
-    v = mcmc.get_samples(group_by_chain=True)["v"].long()
-    assert_exact(v, exact_posterior(rbm, *params))
-    diag = mcmc.diagnostics()
-    assert diag["energy_evals"]["chain 0"].eq(1).all() and diag["grad_evals"]["chain 0"].eq(0).all()
-    energy = DiscreteEnergy(rbm, params)
-    last = v[0, -1:]
-    assert torch.allclose(energy.log_joint(last), diag["log_joint"]["chain 0"][-1:], atol=1e-5)
 
 
 @pytest.mark.parametrize("make", [GWG, Gibbs])

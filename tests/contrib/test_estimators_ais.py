@@ -27,8 +27,8 @@ from pyro_gwg.contrib.estimators.weights import (
     log_mean_exp_se,
     normalize_log_weights,
 )
+from pyro_gwg.contrib.kernels import RBMBlockGibbs
 from pyro_gwg.models import (
-    RBMBlockGibbs,
     ising,
     lattice_couplings,
     random_rbm,

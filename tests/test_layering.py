@@ -1,0 +1,125 @@
+"""Import layering of the package, checked on the source (CI runs it with the suite).
+
+* ``pyro_gwg.contrib`` may import the core; the core (every other module of
+  ``pyro_gwg``) never imports ``pyro_gwg.contrib``, at any level of a module.
+* The core imports no optional dependency at module level (only inside functions), so
+  that ``import pyro_gwg`` stays light.
+"""
+
+import ast
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "pyro_gwg"
+CONTRIB = "pyro_gwg.contrib"
+#: top-level packages that the core may only import inside functions
+OPTIONAL = ("arviz", "jax", "matplotlib", "numpyro", "pandas", "pymc", "scipy", "sklearn", "xarray")
+
+
+def module_name(path: pathlib.Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_names(node: ast.AST, module: str, is_package: bool):
+    """Dotted names an ``import`` / ``from ... import`` node imports (relative ones
+    resolved against ``module``); for ``from a import b`` both ``a`` and ``a.b``."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    base = node.module or ""
+    if node.level:
+        anchor = module.split(".")
+        anchor = anchor[: len(anchor) - node.level + (1 if is_package else 0)]
+        base = ".".join(anchor + ([base] if base else []))
+    return [base] + ["{}.{}".format(base, alias.name) for alias in node.names]
+
+
+def module_level_nodes(tree: ast.AST):
+    """The nodes of a module outside function bodies (class bodies run at import)."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        for child in ast.iter_child_nodes(node):
+            if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                stack.append(child)
+
+
+def violations(source: str, module: str, is_package: bool = False):
+    """Layering violations of one module's source, as readable strings."""
+    tree = ast.parse(source)
+    if module == CONTRIB or module.startswith(CONTRIB + "."):
+        return []
+    found = []
+    top_level = {id(n) for n in module_level_nodes(tree)}
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
+        for name in imported_names(node, module, is_package):
+            if name == CONTRIB or name.startswith(CONTRIB + "."):
+                found.append(
+                    "{}:{} imports {} (core must not import contrib)".format(
+                        module, node.lineno, name
+                    )
+                )
+            elif name.split(".")[0] in OPTIONAL and id(node) in top_level:
+                found.append(
+                    "{}:{} imports {} at module level (optional dependency)".format(
+                        module, node.lineno, name
+                    )
+                )
+    return found
+
+
+def test_core_never_imports_contrib_nor_optional_dependencies_at_module_level():
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        found += violations(path.read_text(), module_name(path), path.name == "__init__.py")
+    assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize(
+    "module, source",
+    [
+        ("pyro_gwg.mcmc", "from pyro_gwg.contrib.estimators import ais"),
+        ("pyro_gwg.mcmc", "import pyro_gwg.contrib.train"),
+        ("pyro_gwg.models", "from pyro_gwg import contrib"),
+        ("pyro_gwg.models.rbm", "def f():\n    from ..contrib.kernels import RBMBlockGibbs"),
+        ("pyro_gwg.diagnostics", "import arviz"),
+        ("pyro_gwg.kernels.base", "class A:\n    from sklearn.datasets import load_iris"),
+    ],
+)
+def test_the_check_finds_forbidden_imports(module, source):
+    assert violations(source, module, is_package=module == "pyro_gwg.models")
+
+
+@pytest.mark.parametrize(
+    "module, source",
+    [
+        ("pyro_gwg.contrib.train", "from pyro_gwg.models import ising\nimport arviz"),
+        ("pyro_gwg.diagnostics", "def f():\n    import arviz"),
+        ("pyro_gwg.models.rbm", "from ..proposals.blocks import cost"),
+    ],
+)
+def test_the_check_allows_what_the_rule_allows(module, source):
+    assert violations(source, module) == []
+
+
+def test_import_pyro_gwg_loads_neither_contrib_nor_optional_dependencies():
+    code = textwrap.dedent(
+        """
+        import sys
+        import pyro_gwg
+        loaded = sorted(m for m in sys.modules
+                        if m.split(".")[0] in {} or m.startswith("pyro_gwg.contrib"))
+        assert not loaded, loaded
+        """
+    ).format(OPTIONAL)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=PACKAGE.parent
+    )
+    assert result.returncode == 0, result.stderr
