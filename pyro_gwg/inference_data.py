@@ -134,6 +134,8 @@ def to_inference_data(
     :raises RuntimeError: for a run that has not run (or whose last run raised).
     :raises TypeError: for arguments of the wrong type.
     :raises ValueError: for ``dims`` or ``coords`` that do not fit the variables.
+    :raises ~pyro_gwg.sites.UnsupportedModelError: for a model whose ``pyro.plate``
+        subsamples its elements.
     """
     coords = _check_coords(coords)
     dims = _check_dims(dims)
@@ -324,6 +326,11 @@ class _ModelView:
     def __init__(self, model, args: tuple, kwargs: dict, max_plate_nesting: Optional[int]):
         self.model, self.args, self.kwargs = model, args, kwargs
         trace = self._trace(model)
+        _trace.check_full_plates(
+            trace,
+            "the observed data and their pointwise log-likelihood would be those of a "
+            "random subset, another one at every run of the model",
+        )
         self.latent: Dict[str, dict] = OrderedDict()
         self.observed: Dict[str, dict] = OrderedDict()
         self.enumerated: List[str] = []
