@@ -265,3 +265,15 @@ def test_converter_refuses_a_subsampled_plate():
 
     with pytest.raises(UnsupportedModelError, match="'data' subsamples 3 of 10"):
         to_inference_data(Run())
+
+
+def test_continuous_targets_refuse_a_subsampled_plate():
+    from pyro_gwg.continuous import check_continuous_model
+
+    def model():
+        theta = pyro.sample("theta", dist.Normal(0.0, 1.0))
+        with pyro.plate("data", 10, subsample_size=3):
+            pyro.sample("y", dist.Normal(theta, 1.0), obs=torch.zeros(3))
+
+    with pytest.raises(UnsupportedModelError, match="subsamples 3 of 10 elements: the contin"):
+        check_continuous_model(model)
