@@ -44,7 +44,6 @@ from __future__ import annotations
 import contextlib
 import math
 import warnings
-from collections import OrderedDict
 from functools import partial
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
@@ -52,12 +51,9 @@ import pyro
 import pyro.poutine as poutine
 import torch
 import torch.nn.functional as F
-from opt_einsum import shared_intermediates
-from pyro.distributions.util import scale_and_mask
-from pyro.infer.autoguide.initialization import InitMessenger, init_to_sample
-from pyro.ops.contract import contract_to_tensor
-from pyro.poutine.subsample_messenger import _Subsample
+from pyro.infer.autoguide.initialization import init_to_sample
 
+from pyro_gwg import _trace
 from pyro_gwg._taint import Read, sources_of, trace_reads
 from pyro_gwg._validation import check_integer, is_integer
 from pyro_gwg.compilation import trace_compile
@@ -158,7 +154,7 @@ class DiscreteEnergy:
         self.sites: List[DiscreteSite] = []
         self.enumerated: List[str] = []
         self._discover(trace)
-        self.max_plate_nesting = self._plate_nesting(trace, max_plate_nesting)
+        self.max_plate_nesting = _trace.check_max_plate_nesting(trace, max_plate_nesting)
         self.device = trace.nodes[self.sites[0].name]["value"].device
         self.layout = build_layout(self.sites).to(self.device)
         self._slices = [slice(s.offset, s.offset + s.num_coords) for s in self.sites]
@@ -181,35 +177,25 @@ class DiscreteEnergy:
         self._recording: Optional[List[Tuple[torch.Tensor, torch.Tensor]]] = None
 
     # ------------------------------------------------------------------ discovery
-    def _run_model(self, model):
-        with poutine.block():
-            try:
-                return poutine.trace(model).get_trace(*self.model_args, **self.model_kwargs)
-            except Exception as error:
-                if not isinstance(error, UnsupportedModelError) and not _out_of_memory(error):
-                    _note_model_error(error)
-                raise
+    def _run_model(self, model, init_strategy=None):
+        try:
+            return _trace.trace_model(
+                model, self.model_args, self.model_kwargs, init_strategy=init_strategy
+            )
+        except Exception as error:
+            if not isinstance(error, UnsupportedModelError) and not _out_of_memory(error):
+                _note_model_error(error)
+            raise
 
     def _prototype_trace(self):
-        return self._run_model(InitMessenger(self.init_strategy)(self.model))
+        return self._run_model(self.model, self.init_strategy)
 
     def _discover(self, trace) -> None:
-        for name, site in trace.nodes.items():
-            if site["type"] != "sample":
-                continue
-            fn = site["fn"]
-            if isinstance(fn, _Subsample):
-                if fn.subsample_size is not None and fn.subsample_size < fn.size:
-                    raise UnsupportedModelError(
-                        "pyro.plate '{}' subsamples {} of {} elements: a subsampled "
-                        "log density is random, which breaks Metropolis-Hastings. Use "
-                        "the full plate (subsample_size=None).".format(
-                            name, fn.subsample_size, fn.size
-                        )
-                    )
-                continue
-            if site["is_observed"]:
-                continue
+        _trace.check_full_plates(
+            trace, "a subsampled log density is random, which breaks Metropolis-Hastings"
+        )
+        for site in _trace.sample_sites(trace, "latent"):
+            name, fn = site["name"], site["fn"]
             enumerate_ = site["infer"].get("enumerate")
             if enumerate_ == "parallel":
                 if not fn.has_enumerate_support:
@@ -253,33 +239,15 @@ class DiscreteEnergy:
                 )
             ) from None
 
-    def _plate_nesting(self, trace, given: Optional[int]) -> int:
-        depth, deepest = guess_max_plate_nesting(trace, with_site=True)
-        if given is None:
-            return depth
-        if given < depth:
-            raise ValueError(
-                "max_plate_nesting={} is too small: site '{}' uses {} batch dimensions. "
-                "Pass max_plate_nesting={} or more, or leave it None to have it "
-                "guessed.".format(given, deepest, depth, depth)
-            )
-        return int(given)
-
     def _analyse(self, trace) -> None:
         """Run the model once with tainted latent values: refuse supports that depend on
         latent values, record reads of latent values by the model's Python code."""
-        latent = {
-            name: site["value"]
-            for name, site in trace.nodes.items()
-            if site["type"] == "sample"
-            and not site["is_observed"]
-            and not isinstance(site["fn"], _Subsample)
-        }
+        latent = {site["name"]: site["value"] for site in _trace.sample_sites(trace, "latent")}
 
         def run(values):
             with pyro.validation_enabled(False):
                 tr = self._run_model(poutine.condition(self.model, data=values))
-                for node in self._sample_nodes(tr):
+                for node in _trace.sample_sites(tr):
                     self._site_log_prob(node)
             return tr
 
@@ -359,12 +327,13 @@ class DiscreteEnergy:
     # so that traced graphs carry no shape arithmetic; ``num_chains > 1`` runs the
     # model batched over chains (``self.batching`` says how).
     def _trace(self, values: Dict[str, torch.Tensor], num_chains: int):
-        model = poutine.condition(self.model, data=values)
-        if num_chains > 1:
-            model = _in_chain_plate(model, num_chains, self.max_plate_nesting)
-        if self.enumerated:
-            first_dim = -1 - self.max_plate_nesting - int(num_chains > 1)
-            model = poutine.enum(model, first_available_dim=first_dim)
+        model = _trace.model_at(
+            self.model,
+            values,
+            self.max_plate_nesting,
+            batch=(CHAIN_PLATE, num_chains) if num_chains > 1 else None,
+            enumerated=bool(self.enumerated),
+        )
         trace = self._run_model(model)
         self._check_signature(trace, values, num_chains)
         return trace
@@ -380,15 +349,9 @@ class DiscreteEnergy:
         the shapes of their distributions (without the chain dimension: the value of a
         conditioned site is the one given, whatever the distribution's shape)."""
         out = []
-        for name, site in trace.nodes.items():
-            if site["type"] == "sample" and (
-                name in self._value_shapes
-                or not (
-                    site["is_observed"]
-                    or isinstance(site["fn"], _Subsample)
-                    or name in self.enumerated
-                )
-            ):
+        for site in _trace.sample_sites(trace):
+            name = site["name"]
+            if name in self._value_shapes or not (site["is_observed"] or name in self.enumerated):
                 shape = tuple(site["fn"].batch_shape + site["fn"].event_shape)
                 if num_chains > 1:  # drop the chain dimension and the ones padding it
                     rank = self._ranks.get(name, len(shape))
@@ -481,25 +444,17 @@ class DiscreteEnergy:
             # the site's own term enters the gradient through its logits (below)
             value = value.detach()
         try:
-            log_prob = site["fn"].log_prob(value, *site["args"], **site["kwargs"])
+            return _trace.scaled_log_prob(site, value)
         except Exception as error:
             if _out_of_memory(error) or isinstance(error, UnsupportedModelError):
                 raise
             raise UnsupportedModelError(
                 _log_prob_failure(site, error, self._value_shapes)
             ) from error
-        return scale_and_mask(log_prob, site["scale"], site["mask"])
 
     @property
     def _one_hot_names(self):
         return {s.name for s in self.sites if s.kind == ONE_HOT}
-
-    def _sample_nodes(self, trace):
-        return [
-            site
-            for site in trace.nodes.values()
-            if site["type"] == "sample" and not isinstance(site["fn"], _Subsample)
-        ]
 
     def _log_joint(self, trace, num_chains: int) -> torch.Tensor:
         """``[C]`` float64 sum of every site's log-probability (each term is summed in its
@@ -508,7 +463,7 @@ class DiscreteEnergy:
         if self.enumerated:
             return self._contract(trace, num_chains)
         total = 0.0
-        for site in self._sample_nodes(trace):
+        for site in _trace.sample_sites(trace):
             total = total + self._chain_sum(self._site_log_prob(site), num_chains).double()
         total = torch.as_tensor(total, dtype=torch.float64).reshape(-1)
         return total if num_chains == 1 else total.expand(num_chains)
@@ -522,19 +477,12 @@ class DiscreteEnergy:
         return log_prob.sum(tuple(range(1, log_prob.dim()))) if log_prob.dim() > 1 else log_prob
 
     def _contract(self, trace, num_chains: int) -> torch.Tensor:
-        for site in self._sample_nodes(trace):
-            site["unscaled_log_prob"] = site["log_prob"] = self._site_log_prob(site).double()
-        trace.pack_tensors()
-        log_factors: OrderedDict[frozenset, list] = OrderedDict()
-        for site in self._sample_nodes(trace):
-            ordinal = frozenset(
-                trace.plate_to_symbol[f.name] for f in site["cond_indep_stack"] if f.vectorized
-            )
-            log_factors.setdefault(ordinal, []).append(site["packed"]["log_prob"])
-        sum_dims = set(trace.symbol_to_dim) - set(trace.plate_to_symbol.values())
-        target = frozenset([trace.plate_to_symbol[CHAIN_PLATE]]) if num_chains > 1 else frozenset()
-        with shared_intermediates() as cache:
-            result = contract_to_tensor(log_factors, sum_dims, target_ordinal=target, cache=cache)
+        log_probs = {
+            site["name"]: self._site_log_prob(site).double() for site in _trace.sample_sites(trace)
+        }
+        result = _trace.contract_enumerated(
+            trace, log_probs, CHAIN_PLATE if num_chains > 1 else None
+        )
         return result.reshape(-1).expand(num_chains)
 
     def _assemble(self, relaxed, grads, own) -> torch.Tensor:
@@ -666,7 +614,7 @@ class DiscreteEnergy:
         with torch.no_grad():
             trace = self._state_trace(codes, self._relaxed(codes, False), num_chains=1)
             out = {}
-            for site in self._sample_nodes(trace):
+            for site in _trace.sample_sites(trace):
                 log_prob = self._site_log_prob(site).double()
                 if self.enumerated and log_prob.dim() > self.max_plate_nesting:
                     keep = log_prob.shape[log_prob.dim() - self.max_plate_nesting :]
@@ -843,7 +791,7 @@ class DiscreteEnergy:
                 trace = self._state_trace(probe, self._relaxed(probe, False), probe.shape[0])
                 batched = {
                     s["name"]: self._chain_sum(self._site_log_prob(s), probe.shape[0]).double()
-                    for s in self._sample_nodes(trace)
+                    for s in _trace.sample_sites(trace)
                 }
         except Exception:  # the batched run fails: no site to name
             return ""
@@ -965,12 +913,11 @@ class DiscreteEnergy:
             return self.log_joint(codes, batched)
 
     def _batched_initial_codes(self, num_chains: int) -> Optional[torch.Tensor]:
-        plated = _in_chain_plate(self.model, num_chains, self.max_plate_nesting)
+        plated = _trace.in_batch_plate(self.model, CHAIN_PLATE, num_chains, self.max_plate_nesting)
         try:
-            with poutine.block():
-                trace = poutine.trace(InitMessenger(self.init_strategy)(plated)).get_trace(
-                    *self.model_args, **self.model_kwargs
-                )
+            trace = _trace.trace_model(
+                plated, self.model_args, self.model_kwargs, init_strategy=self.init_strategy
+            )
             values = {
                 s.name: trace.nodes[s.name]["value"].reshape((num_chains,) + s.value_shape)
                 for s in self.sites
@@ -1152,28 +1099,16 @@ def invalid_evaluations(
     return flag, state
 
 
-def _in_chain_plate(model, num_chains: int, max_plate_nesting: int):
-    def batched(*args, **kwargs):
-        with pyro.plate(CHAIN_PLATE, num_chains, dim=-1 - max_plate_nesting):
-            return model(*args, **kwargs)
-
-    return batched
-
-
-def guess_max_plate_nesting(trace, with_site: bool = False):
-    """Deepest plate dimension or batch rank of any sample site (at least 0).
-
-    :param bool with_site: also return the name of a site at that depth.
-    """
-    depth, deepest = 0, None
-    for name, site in trace.nodes.items():
-        if site["type"] != "sample" or isinstance(site["fn"], _Subsample):
-            continue
-        dims = [-f.dim for f in site["cond_indep_stack"] if f.vectorized]
-        site_depth = max([len(site["fn"].batch_shape)] + dims)
-        if site_depth > depth:
-            depth, deepest = site_depth, name
-    return (depth, deepest) if with_site else depth
+def __getattr__(name: str):
+    if name == "guess_max_plate_nesting":  # moved with the rest of the Pyro-trace plumbing
+        warnings.warn(
+            "pyro_gwg.energy.guess_max_plate_nesting is deprecated: the Pyro-trace "
+            "plumbing lives in pyro_gwg._trace (guess_max_plate_nesting) now.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return _trace.guess_max_plate_nesting
+    raise AttributeError("module {!r} has no attribute {!r}".format(__name__, name))
 
 
 def _out_of_memory(error: BaseException) -> bool:

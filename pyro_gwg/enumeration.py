@@ -18,8 +18,9 @@ import torch
 from pyro.infer import infer_discrete
 from torch.distributions import Categorical
 
+from pyro_gwg import _trace
 from pyro_gwg._validation import check_integer
-from pyro_gwg.energy import DiscreteEnergy, guess_max_plate_nesting
+from pyro_gwg.energy import DiscreteEnergy
 from pyro_gwg.sites import UnsupportedModelError, build_layout, unwrap_distribution
 
 __all__ = [
@@ -446,24 +447,17 @@ def sample_enumerated(
     :param kwargs: the model's keyword arguments.
     :returns: ``samples`` with a ``[N, ...]`` entry added for every enumerated site.
     """
-    with poutine.block():
-        trace = poutine.trace(model).get_trace(*args, **kwargs)
+    trace = _trace.trace_model(model, args, kwargs)
     if max_plate_nesting is None:
-        max_plate_nesting = guess_max_plate_nesting(trace)
-    enumerated = [
-        name
-        for name, site in trace.nodes.items()
-        if site["type"] == "sample"
-        and not site["is_observed"]
-        and site["infer"].get("enumerate") == "parallel"
-    ]
+        max_plate_nesting = _trace.guess_max_plate_nesting(trace)
+    enumerated = [site["name"] for site in _trace.sample_sites(trace) if _trace.is_enumerated(site)]
     if not enumerated:
         raise ValueError("The model marks no site infer={'enumerate': 'parallel'}.")
     # MCMC returns float draws; Categorical values are indices for the model
     index_sites = {
-        name
-        for name, site in trace.nodes.items()
-        if site["type"] == "sample" and isinstance(unwrap_distribution(site["fn"]), Categorical)
+        site["name"]
+        for site in _trace.sample_sites(trace)
+        if isinstance(unwrap_distribution(site["fn"]), Categorical)
     }
     num_draws = len(next(iter(samples.values())))
     draws: Dict[str, list] = {name: [] for name in enumerated}
@@ -473,8 +467,7 @@ def sample_enumerated(
         discrete = infer_discrete(
             conditioned, first_available_dim=-1 - max_plate_nesting, temperature=temperature
         )
-        with poutine.block():
-            tr = poutine.trace(discrete).get_trace(*args, **kwargs)
+        tr = _trace.trace_model(discrete, args, kwargs)
         for name in enumerated:
             draws[name].append(tr.nodes[name]["value"])
     return {**samples, **{name: torch.stack(v) for name, v in draws.items()}}

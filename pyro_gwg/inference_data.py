@@ -28,14 +28,10 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import pyro
-import pyro.poutine as poutine
 import torch
-from opt_einsum import shared_intermediates
-from pyro.distributions.util import scale_and_mask
 from pyro.infer.mcmc.api import MCMC as _PyroMCMC
-from pyro.ops.contract import contract_to_tensor
-from pyro.poutine.subsample_messenger import _Subsample
 
+from pyro_gwg import _trace
 from pyro_gwg.mcmc import MCMC as _BatchedMCMC
 from pyro_gwg.mcmc import smallest_int_dtype
 
@@ -138,6 +134,8 @@ def to_inference_data(
     :raises RuntimeError: for a run that has not run (or whose last run raised).
     :raises TypeError: for arguments of the wrong type.
     :raises ValueError: for ``dims`` or ``coords`` that do not fit the variables.
+    :raises ~pyro_gwg.sites.UnsupportedModelError: for a model whose ``pyro.plate``
+        subsamples its elements.
     """
     coords = _check_coords(coords)
     dims = _check_dims(dims)
@@ -153,10 +151,9 @@ def to_inference_data(
     model = getattr(kernel, "model", None)
     view = None
     if model is not None:
-        args = tuple(getattr(mcmc, "_args", None) or ())
-        kwargs = dict(getattr(mcmc, "_kwargs", None) or {})
+        args, kwargs = _trace.run_arguments(mcmc)
         with torch.random.fork_rng(devices=[]):  # keep the caller's random state
-            view = _ModelView(model, args, kwargs, _max_plate_nesting(kernel))
+            view = _ModelView(model, args, kwargs, _trace.kernel_max_plate_nesting(kernel))
 
     groups = OrderedDict()  # group: (arrays, dims, has chain and draw dims)
     posterior, posterior_dims = _posterior(samples, view)
@@ -223,7 +220,7 @@ def _read_run(mcmc) -> Tuple[Dict[str, torch.Tensor], Mapping]:
             "{}.".format(type(mcmc).__name__)
         )
     pyro_run = isinstance(mcmc, _PyroMCMC)
-    if pyro_run and getattr(mcmc, "_samples", None) is None:
+    if pyro_run and not _trace.run_has_samples(mcmc):
         raise RuntimeError(
             "The pyro.infer.MCMC object has no samples: call mcmc.run(...) before "
             "to_inference_data(mcmc)."
@@ -242,8 +239,8 @@ def _read_run(mcmc) -> Tuple[Dict[str, torch.Tensor], Mapping]:
                 "The samples of '{}' are not a tensor shaped [chain, draw, ...]; "
                 "to_inference_data reads get_samples(group_by_chain=True).".format(name)
             )
-    per_chain = getattr(mcmc, "_diagnostics", None) if pyro_run else None
-    if isinstance(per_chain, list) and per_chain and all(isinstance(d, Mapping) for d in per_chain):
+    per_chain = _trace.run_chain_statistics(mcmc) if pyro_run else None
+    if per_chain is not None:
         # the kernel's statistics without Pyro's ESS of every site (T^2 memory per
         # coordinate for long chains), as mcmc.diagnostics() would compute them
         per_chain = OrderedDict(
@@ -329,38 +326,39 @@ class _ModelView:
     def __init__(self, model, args: tuple, kwargs: dict, max_plate_nesting: Optional[int]):
         self.model, self.args, self.kwargs = model, args, kwargs
         trace = self._trace(model)
+        _trace.check_full_plates(
+            trace,
+            "the observed data and their pointwise log-likelihood would be those of a "
+            "random subset, another one at every run of the model",
+        )
         self.latent: Dict[str, dict] = OrderedDict()
         self.observed: Dict[str, dict] = OrderedDict()
         self.enumerated: List[str] = []
         self.point_shapes: Dict[str, Tuple[int, ...]] = {}
-        depth, elements, enum_size = 0, 0, 1
-        for name, site in trace.nodes.items():
-            if site["type"] != "sample" or isinstance(site["fn"], _Subsample):
-                continue
-            fn = site["fn"]
-            frames = [-f.dim for f in site["cond_indep_stack"] if f.vectorized]
-            depth = max([depth, len(fn.batch_shape)] + frames)
+        elements, enum_size = 0, 1
+        for site in _trace.sample_sites(trace):
+            name, fn = site["name"], site["fn"]
             elements += site["value"].numel()
+            if _trace.is_factor(site):
+                continue
             if site["is_observed"]:
-                infer = site["infer"]
-                if infer.get("is_auxiliary") or infer.get("_deterministic"):
-                    continue  # pyro.factor, pyro.deterministic
                 self.observed[name] = site
-                log_prob = fn.log_prob(site["value"], *site["args"], **site["kwargs"])
-                log_prob = scale_and_mask(log_prob, site["scale"], site["mask"])
+                log_prob = _trace.scaled_log_prob(site)
                 self.point_shapes[name] = tuple(log_prob.shape)
                 elements += log_prob.numel()
-            elif site["infer"].get("enumerate") == "parallel":
+            elif _trace.is_enumerated(site):
                 self.enumerated.append(name)
                 enum_size = max(enum_size, fn.enumerate_support(expand=False).shape[0])
             else:
                 self.latent[name] = site
-        self.max_plate_nesting = depth if max_plate_nesting is None else max_plate_nesting
+        if max_plate_nesting is None:
+            max_plate_nesting = _trace.guess_max_plate_nesting(trace)
+        self.max_plate_nesting = max_plate_nesting
         self.draws_per_run = max(1, _ELEMENTS_PER_RUN // max(1, elements * enum_size))
 
     def _trace(self, model):
-        with poutine.block(), torch.no_grad():
-            return poutine.trace(model).get_trace(*self.args, **self.kwargs)
+        with torch.no_grad():
+            return _trace.trace_model(model, self.args, self.kwargs)
 
     # ---------------------------------------------------------------- naming
     def dims(self, name: str, shape: Sequence[int]) -> List[str]:
@@ -472,11 +470,13 @@ class _ModelView:
                 if pad < 0:
                     raise _NotBatchable(name)
                 data[name] = value.reshape((num_draws,) + (1,) * pad + tuple(value.shape[1:]))
-        model = poutine.condition(self.model, data=data)
-        if batched:
-            model = _in_draw_plate(model, num_draws, depth)
-        if self.enumerated:
-            model = poutine.enum(model, first_available_dim=-1 - depth - int(batched))
+        model = _trace.model_at(
+            self.model,
+            data,
+            depth,
+            batch=(_DRAW_PLATE, num_draws) if batched else None,
+            enumerated=bool(self.enumerated),
+        )
         trace = self._trace(model)
         keep = depth + int(batched)  # trailing dims that are not enumeration dims
         pointwise = _pointwise(trace, self.observed, keep, batched, bool(self.enumerated))
@@ -506,15 +506,9 @@ def _pointwise(
     when ``enumerated``), in double precision; the ``keep`` trailing dimensions are
     the draw and plate dimensions, any others enumeration dimensions (see
     :func:`to_inference_data` for the definition)."""
-    nodes = [
-        site
-        for site in trace.nodes.values()
-        if site["type"] == "sample" and not isinstance(site["fn"], _Subsample)
-    ]
-    factors = {}
-    for site in nodes:
-        log_prob = site["fn"].log_prob(site["value"], *site["args"], **site["kwargs"])
-        factors[site["name"]] = scale_and_mask(log_prob, site["scale"], site["mask"]).double()
+    factors = {
+        site["name"]: _trace.scaled_log_prob(site).double() for site in _trace.sample_sites(trace)
+    }
     if not enumerated or not any(factors[name].dim() > keep for name in observed):
         return {name: factors[name] for name in observed}
     # Some observations depend on enumerated sites: the posterior marginals q of those
@@ -522,24 +516,10 @@ def _pointwise(
     # respect to the observation's term l, and l_i = -log sum_z q_i(z) exp(-l_i(z)).
     with torch.enable_grad():
         leaves = OrderedDict()
-        for site in nodes:
-            name = site["name"]
-            if name in observed and factors[name].dim() > keep:
+        for name in observed:
+            if factors[name].dim() > keep:
                 factors[name] = leaves[name] = factors[name].detach().requires_grad_()
-            site["log_prob"] = site["unscaled_log_prob"] = factors[name]
-        trace.pack_tensors()
-        log_factors: OrderedDict = OrderedDict()
-        for site in nodes:
-            ordinal = frozenset(
-                trace.plate_to_symbol[f.name] for f in site["cond_indep_stack"] if f.vectorized
-            )
-            log_factors.setdefault(ordinal, []).append(site["packed"]["log_prob"])
-        sum_dims = set(trace.symbol_to_dim) - set(trace.plate_to_symbol.values())
-        target = frozenset([trace.plate_to_symbol[_DRAW_PLATE]]) if batched else frozenset()
-        with shared_intermediates() as cache:
-            log_evidence = contract_to_tensor(
-                log_factors, sum_dims, target_ordinal=target, cache=cache
-            )
+        log_evidence = _trace.contract_enumerated(trace, factors, _DRAW_PLATE if batched else None)
         marginals = torch.autograd.grad(log_evidence.sum(), list(leaves.values()))
     out = {}
     for name in observed:
@@ -550,22 +530,6 @@ def _pointwise(
             term = -log_ratio.reshape((-1,) + tuple(term.shape[term.dim() - keep :])).logsumexp(0)
         out[name] = term
     return out
-
-
-def _in_draw_plate(model, num_draws: int, max_plate_nesting: int):
-    def batched(*args, **kwargs):
-        with pyro.plate(_DRAW_PLATE, num_draws, dim=-1 - max_plate_nesting):
-            return model(*args, **kwargs)
-
-    return batched
-
-
-def _max_plate_nesting(kernel) -> Optional[int]:
-    for attribute in ("max_plate_nesting", "_max_plate_nesting"):
-        value = getattr(kernel, attribute, None)
-        if isinstance(value, int):
-            return value
-    return None
 
 
 # ---------------------------------------------------------------------- groups

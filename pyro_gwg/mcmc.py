@@ -44,6 +44,7 @@ import torch
 from pyro.ops.stats import hpdi
 from tqdm.auto import tqdm
 
+from pyro_gwg import _trace
 from pyro_gwg._validation import check_bool, check_integer
 from pyro_gwg.diagnostics import site_diagnostics
 from pyro_gwg.energy import DiscreteEnergy
@@ -399,7 +400,7 @@ class MCMC:
             codes[c] = energy.codes_from_values({k: v[c] for k, v in samples.items()})
         # the kernel's per-chain statistics (Pyro's diagnostics() would also compute
         # the ESS of every site, which needs T x T memory per coordinate)
-        per_chain = mcmc._diagnostics
+        per_chain = _trace.run_chain_statistics(mcmc)
         stats = {}
         for name in per_chain[0]:
             values = [chain[name] for chain in per_chain]

@@ -30,8 +30,8 @@ import pyro.poutine as poutine
 import torch
 from pyro.infer.autoguide.initialization import init_to_median
 from pyro.infer.mcmc.util import initialize_model
-from pyro.poutine.subsample_messenger import _Subsample
 
+from pyro_gwg import _trace
 from pyro_gwg.sites import UnsupportedModelError
 
 __all__ = ["ContinuousTarget", "as_target", "check_continuous_model"]
@@ -45,20 +45,10 @@ def check_continuous_model(model: Callable, model_args: tuple = (), model_kwargs
     :param tuple model_args: its positional arguments.
     :param dict model_kwargs: its keyword arguments.
     """
-    with poutine.block():
-        trace = poutine.trace(model).get_trace(*model_args, **(model_kwargs or {}))
-    for name, site in trace.nodes.items():
-        if site["type"] != "sample" or site["is_observed"]:
-            continue
-        fn = site["fn"]
-        if isinstance(fn, _Subsample):
-            if fn.subsample_size is not None and fn.subsample_size < fn.size:
-                raise UnsupportedModelError(
-                    "pyro.plate '{}' subsamples {} of {} elements; the continuous-target "
-                    "tools need the full log density. Use the full plate "
-                    "(subsample_size=None).".format(name, fn.subsample_size, fn.size)
-                )
-            continue
+    trace = _trace.trace_model(model, model_args, model_kwargs)
+    _trace.check_full_plates(trace, "the continuous-target tools need the full log density")
+    for site in _trace.sample_sites(trace, "latent"):
+        name, fn = site["name"], site["fn"]
         if fn.support.is_discrete:
             raise UnsupportedModelError(
                 "Latent site '{}' is discrete ({}). UHA and MCScoreSampler work on "

@@ -23,10 +23,9 @@ from typing import Dict, Optional
 
 import pyro.poutine as poutine
 import torch
-from pyro.infer.autoguide.initialization import InitMessenger
 from pyro.infer.mcmc.mcmc_kernel import MCMCKernel
-from pyro.poutine.subsample_messenger import _Subsample
 
+from pyro_gwg import _trace
 from pyro_gwg.kernels.base import DiscreteKernel
 from pyro_gwg.sites import UnsupportedModelError
 
@@ -81,7 +80,7 @@ class MixedGibbs(MCMCKernel):
             )
         if discrete_kernel.jit_compile == "auto":
             discrete_kernel.jit_compile = False
-        if getattr(inner_kernel, "_jit_compile", False) or discrete_kernel.jit_compile:
+        if _trace.kernel_jit_compiles(inner_kernel) or discrete_kernel.jit_compile:
             raise UnsupportedModelError(
                 "MixedGibbs needs jit_compile=False on both kernels: a compiled log "
                 "density would freeze the values of the other kernel's sites."
@@ -109,11 +108,9 @@ class MixedGibbs(MCMCKernel):
         self._initial_params = params
 
     def setup(self, warmup_steps: int, *args, **kwargs) -> None:
-        init_strategy = self.discrete_kernel.init_strategy
-        with poutine.block():
-            trace = poutine.trace(InitMessenger(init_strategy)(self.model)).get_trace(
-                *args, **kwargs
-            )
+        trace = _trace.trace_model(
+            self.model, args, kwargs, init_strategy=self.discrete_kernel.init_strategy
+        )
         discrete, continuous = _latent_sites(trace)
         if not continuous:
             raise UnsupportedModelError(
@@ -187,13 +184,11 @@ class MixedGibbs(MCMCKernel):
 def _latent_sites(trace):
     """Names of the latent discrete (not enumerated) and continuous sites."""
     discrete, continuous = [], []
-    for name, site in trace.nodes.items():
-        if site["type"] != "sample" or site["is_observed"] or isinstance(site["fn"], _Subsample):
-            continue
-        if site["infer"].get("enumerate") == "parallel":
+    for site in _trace.sample_sites(trace, "latent"):
+        if _trace.is_enumerated(site):
             continue
         if site["fn"].support.is_discrete:
-            discrete.append(name)
+            discrete.append(site["name"])
         else:
-            continuous.append(name)
+            continuous.append(site["name"])
     return discrete, continuous
