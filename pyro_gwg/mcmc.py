@@ -119,7 +119,9 @@ class MCMC(AbstractMCMC):
         all). Only these sites are returned by the results methods and converted by
         :func:`~pyro_gwg.to_inference_data`; a name that is not a latent site is
         refused when the run starts. The draws of all sites are buffered during the
-        run and the others dropped at its end.
+        run and the others dropped at its end. The ``log_likelihood`` group of
+        :func:`~pyro_gwg.to_inference_data` needs every latent site, so it is left out
+        (with a warning) when some are not saved.
     :param str chain_method: ``"vectorized"`` (all chains as one batch), ``"sequential"``
         (one chain after the other) or ``"parallel"`` (processes, through
         :class:`pyro.infer.MCMC`). Keyword-only.
