@@ -414,11 +414,6 @@ class MCMC(AbstractMCMC):
         self._energy = _SavedSites(self._energy, self.save_params)
         self._codes = self._codes[..., self._energy.columns.to(self._codes.device)]
 
-    def _set_transforms(self, *args, **kwargs) -> None:
-        """Discrete sites have no transforms (Pyro's base class would set the kernel
-        up to ask it)."""
-        self.transforms = {}
-
     def _tick(self, phase: str, since: float) -> float:
         now = time.perf_counter()
         self.timing[phase] += now - since
