@@ -1,7 +1,9 @@
 """``pyro_gwg.MCMC``: Pyro's MCMC interface with chains run as one batched tensor.
 
-:class:`MCMC` mirrors :class:`pyro.infer.MCMC` (``run``, ``get_samples``,
-``diagnostics``, ``summary``, ``hook_fn``) and adds ``chain_method="vectorized"``: all
+:class:`MCMC` subclasses Pyro's :class:`~pyro.infer.mcmc.api.AbstractMCMC` and mirrors
+:class:`pyro.infer.MCMC` (its arguments, their order and defaults, ``run``,
+``get_samples``, ``diagnostics``, ``summary``, ``hook_fn``, ``save_params``) and adds the
+keyword-only ``chain_method="vectorized"``: all
 chains advance together as a leading batch dimension of one state tensor, so a step of
 hundreds or thousands of chains costs far less than as many single-chain steps (on
 the CPU measured by ``benchmarks/chain_throughput.py``: 256 chains take about 7x one
@@ -31,6 +33,8 @@ results of an earlier run outlive it.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import multiprocessing
 import numbers
 import time
@@ -41,11 +45,12 @@ from typing import Callable, Dict, List, Mapping, Optional, Union
 
 import pyro
 import torch
+from pyro.infer.mcmc.api import AbstractMCMC
 from pyro.ops.stats import hpdi
 from tqdm.auto import tqdm
 
 from pyro_gwg import _trace
-from pyro_gwg._validation import check_bool, check_integer
+from pyro_gwg._validation import check_bool, check_integer, is_integer
 from pyro_gwg.diagnostics import site_diagnostics
 from pyro_gwg.energy import DiscreteEnergy
 from pyro_gwg.kernels.base import DiscreteKernel
@@ -79,36 +84,54 @@ DECODE_ELEMENTS = 2**20
 CONSTANT_WARNING_MIN_STEPS = 100
 
 
-class MCMC:
+class MCMC(AbstractMCMC):
     """Run a pyro-gwg kernel on many chains; the interface of :class:`pyro.infer.MCMC`.
 
+    A subclass of Pyro's :class:`~pyro.infer.mcmc.api.AbstractMCMC` that takes
+    :class:`pyro.infer.MCMC`'s arguments in its order and with its defaults; the
+    arguments of its own (``chain_method``, ``thinning``, ``device``) are keyword-only.
     Every argument is checked when the object is built; a wrong one raises a
-    ``TypeError`` or ``ValueError`` that names it.
+    ``TypeError`` or ``ValueError`` that names it. An integer in the place of
+    ``initial_params`` (the fourth positional argument) is refused with a
+    ``TypeError``: before this order was Pyro's, ``num_chains`` stood there.
 
     :param DiscreteKernel kernel: a pyro-gwg kernel, e.g. :class:`~pyro_gwg.GWG`.
     :param int num_samples: draws per chain after warmup (before thinning), at least 1.
-    :param int warmup_steps: warmup (adaptation) steps per chain, at least 0.
-    :param int num_chains: number of chains, at least 1.
-    :param str chain_method: ``"vectorized"`` (all chains as one batch), ``"sequential"``
-        (one chain after the other) or ``"parallel"`` (processes, through
-        :class:`pyro.infer.MCMC`).
+    :param int warmup_steps: warmup (adaptation) steps per chain, at least 0; ``None``
+        (the default) means ``num_samples`` steps, as in :class:`pyro.infer.MCMC`.
     :param dict initial_params: initial model values ``{site: value}``, each with a
         leading chain dimension of size ``num_chains`` (tensors, numpy arrays or nested
         lists; arrays and lists are converted to tensors).
-    :param int thinning: keep every ``thinning``-th draw (``num_samples // thinning``
-        draws per chain are stored); at most ``num_samples``.
-    :param device: a ``torch.device``, a string such as ``"cuda:0"`` or a CUDA index;
-        tensor arguments of the model (and ``initial_params``) are moved there before
-        the run, so that a model that builds its tensors from its data runs there.
+    :param int num_chains: number of chains, at least 1.
     :param callable hook_fn: ``hook_fn(kernel, params, stage, i)`` after every step, as
-        in Pyro; ``params`` holds the model values of all chains ``[C, ...]`` (computing
-        them costs time, so runs without a hook are faster).
-    :param bool disable_progbar: no progress bar.
-    :param bool disable_validation: disable Pyro's distribution validation during the
-        run (as :class:`pyro.infer.MCMC` does by default).
+        in Pyro: ``stage`` is ``"Warmup"`` or ``"Sample"`` and ``i`` counts the steps
+        of that stage from 0; ``params`` holds the model values of all chains
+        ``[C, ...]`` (computing them costs time, so runs without a hook are faster).
     :param str mp_context: multiprocessing context for ``chain_method="parallel"``
         (default ``"spawn"``: PyTorch's OpenMP thread pool does not survive ``fork``
         once the parent process has used it, so forked chains can hang).
+    :param bool disable_progbar: no progress bar.
+    :param bool disable_validation: disable Pyro's distribution validation during the
+        run (``True``, the default, as in :class:`pyro.infer.MCMC`), enable it
+        (``False``) or leave the global setting as it is (``None``).
+    :param dict transforms: ``None`` or ``{}``: discrete sites have no transforms to an
+        unconstrained space, so any entry is refused; :attr:`transforms` is ``{}``.
+    :param list save_params: names of the latent sites whose draws are kept (``None``:
+        all). Only these sites are returned by the results methods and converted by
+        :func:`~pyro_gwg.to_inference_data`; a name that is not a latent site is
+        refused when the run starts. The draws of all sites are buffered during the
+        run and the others dropped at its end. The ``log_likelihood`` group of
+        :func:`~pyro_gwg.to_inference_data` needs every latent site, so it is left out
+        (with a warning) when some are not saved.
+    :param str chain_method: ``"vectorized"`` (all chains as one batch), ``"sequential"``
+        (one chain after the other) or ``"parallel"`` (processes, through
+        :class:`pyro.infer.MCMC`). Keyword-only.
+    :param int thinning: keep every ``thinning``-th draw (``num_samples // thinning``
+        draws per chain are stored); at most ``num_samples``. Keyword-only.
+    :param device: a ``torch.device``, a string such as ``"cuda:0"`` or a CUDA index;
+        tensor arguments of the model (and ``initial_params``) are moved there before
+        the run, so that a model that builds its tensors from its data runs there.
+        Keyword-only.
 
     :ivar bool interrupted: the last :meth:`run` was stopped by ``KeyboardInterrupt``
         (Ctrl-C). It kept the draws and statistics taken until then
@@ -139,26 +162,40 @@ class MCMC:
         self,
         kernel: DiscreteKernel,
         num_samples: int,
-        warmup_steps: int = 0,
-        num_chains: int = 1,
-        chain_method: str = "vectorized",
+        warmup_steps: Optional[int] = None,
         initial_params: Optional[Dict[str, torch.Tensor]] = None,
+        num_chains: int = 1,
+        hook_fn: Optional[Callable] = None,
+        mp_context: Optional[str] = None,
+        disable_progbar: bool = False,
+        disable_validation: Optional[bool] = True,
+        transforms: Optional[Mapping] = None,
+        save_params: Optional[List[str]] = None,
+        *,
+        chain_method: str = "vectorized",
         thinning: int = 1,
         device: Union[None, str, int, torch.device] = None,
-        hook_fn: Optional[Callable] = None,
-        disable_progbar: bool = False,
-        disable_validation: bool = True,
-        mp_context: Optional[str] = None,
     ) -> None:
+        if is_integer(initial_params):
+            raise TypeError(
+                "pyro_gwg.MCMC takes pyro.infer.MCMC's argument order: (kernel, num_samples, "
+                "warmup_steps, initial_params, num_chains, hook_fn, ...), so its fourth "
+                "positional argument is initial_params, got the integer {}. The order "
+                "before was (kernel, num_samples, warmup_steps, num_chains, ...): pass "
+                "num_chains={} by keyword.".format(initial_params, initial_params)
+            )
         if not isinstance(kernel, DiscreteKernel):
             raise TypeError(
                 "pyro_gwg.MCMC runs pyro-gwg kernels (GWG, ...); for {} use "
                 "pyro.infer.MCMC.".format(type(kernel).__name__)
             )
-        self.kernel = kernel
-        self.num_samples = check_integer("num_samples", num_samples, 1, "draws per chain")
+        num_samples = check_integer("num_samples", num_samples, 1, "draws per chain")
+        num_chains = check_integer("num_chains", num_chains, 1, "chains")
+        super().__init__(kernel, num_chains, _check_transforms(transforms))
+        self.num_samples = num_samples
+        if warmup_steps is None:  # as in pyro.infer.MCMC
+            warmup_steps = num_samples
         self.warmup_steps = check_integer("warmup_steps", warmup_steps, 0, "steps per chain")
-        self.num_chains = check_integer("num_chains", num_chains, 1, "chains")
         self.thinning = check_integer("thinning", thinning, 1, "keep every thinning-th draw")
         if self.thinning > self.num_samples:
             raise ValueError(
@@ -179,7 +216,10 @@ class MCMC:
             )
         self.hook_fn = hook_fn
         self.disable_progbar = check_bool("disable_progbar", disable_progbar)
-        self.disable_validation = check_bool("disable_validation", disable_validation)
+        if disable_validation is not None:
+            disable_validation = check_bool("disable_validation", disable_validation)
+        self.disable_validation = disable_validation
+        self.save_params = _check_save_params(save_params)
         methods = tuple(multiprocessing.get_all_start_methods())
         if mp_context is not None and mp_context not in methods:
             raise ValueError(
@@ -224,7 +264,7 @@ class MCMC:
         self._args, self._kwargs = args, kwargs
         self.timing = {"setup": 0.0, "warmup": 0.0, "sampling": 0.0}
         try:
-            with pyro.validation_enabled(not self.disable_validation):
+            with _validation(self.disable_validation):
                 if self.chain_method == "parallel":
                     self._run_with_pyro(initial_params, args, kwargs)
                 elif self.chain_method == "vectorized":
@@ -246,6 +286,7 @@ class MCMC:
         if self._draws is not None:
             self._codes, self._stats = self._draws.codes, self._draws.stats
             self._draws = None
+        self._keep_saved_sites()
         self.num_draws_kept = self._codes.shape[1]
         self._status = "done"
 
@@ -275,6 +316,7 @@ class MCMC:
             return
         self._codes = draws.codes[:chains, :kept]
         self._stats = {k: v[:chains, :kept] for k, v in draws.stats.items()}
+        self._keep_saved_sites()
         warnings.warn(
             "pyro_gwg.MCMC.run() was interrupted: kept {} draws per chain of {} chains "
             "(of {} draws per chain of {} chains asked for). get_samples(), "
@@ -332,7 +374,12 @@ class MCMC:
                     if keep:
                         draws.store(t - self.warmup_steps, info, codes, log_joint, chains)
                     if self.hook_fn is not None:
-                        self.hook_fn(kernel, kernel.current_values(), stage, t)
+                        self.hook_fn(
+                            kernel,
+                            kernel.current_values(),
+                            stage,
+                            t - self.warmup_steps if keep else t,
+                        )
                     progress.update(steps, info.accepted)
                     t += steps
                 _synchronize(draws.codes.device)
@@ -345,17 +392,28 @@ class MCMC:
         kernel.cleanup()
 
     def _check_site_names(self, energy: DiscreteEnergy) -> None:
-        if self.initial_params is None:
-            return
+        """Refuse ``initial_params`` and ``save_params`` that name no latent site."""
         names = [site.name for site in energy.sites]
-        unknown = [name for name in self.initial_params if name not in names]
-        if unknown:
-            raise ValueError(
-                "initial_params has a value for {}, which is not a latent discrete site "
-                "sampled by the kernel (latent sites: {}). Remove it.".format(
-                    ", ".join(map(repr, unknown)), ", ".join(map(repr, names))
+        for argument, given, fix in (
+            ("initial_params has a value for", self.initial_params, "Remove it."),
+            ("save_params names", self.save_params, "Save only latent sites."),
+        ):
+            unknown = [name for name in given or () if name not in names]
+            if unknown:
+                raise ValueError(
+                    "{} {}, which is not a latent discrete site sampled by the kernel "
+                    "(latent sites: {}). {}".format(
+                        argument, ", ".join(map(repr, unknown)), ", ".join(map(repr, names)), fix
+                    )
                 )
-            )
+
+    def _keep_saved_sites(self) -> None:
+        """With ``save_params``: keep only the codes of the saved sites, and decode
+        them with those sites alone."""
+        if self.save_params is None or self._codes is None:
+            return
+        self._energy = _SavedSites(self._energy, self.save_params)
+        self._codes = self._codes[..., self._energy.columns.to(self._codes.device)]
 
     def _tick(self, phase: str, since: float) -> float:
         now = time.perf_counter()
@@ -759,6 +817,40 @@ class _Progress:
         self.bar.close()
 
 
+class _SavedSites:
+    """The sites of ``energy`` named in ``names`` (in the energy's order), numbered for
+    codes that hold only their coordinates (``columns`` of the full codes); decodes
+    such codes as :meth:`DiscreteEnergy.values_from_codes` decodes full ones."""
+
+    def __init__(self, energy: DiscreteEnergy, names: List[str]) -> None:
+        self.sites, columns, offset = [], [], 0
+        for site in energy.sites:
+            if site.name in names:
+                columns.append(torch.arange(site.offset, site.offset + site.num_coords))
+                self.sites.append(dataclasses.replace(site, offset=offset))
+                offset += site.num_coords
+        self.columns = torch.cat(columns)
+
+    def values_from_codes(self, codes: torch.Tensor) -> Dict[str, torch.Tensor]:
+        """Model values ``{name: [N, *value_shape]}`` of codes ``[N, D_saved]``."""
+        return {
+            site.name: site.encode(
+                codes[:, site.offset : site.offset + site.num_coords].reshape(
+                    (-1,) + site.coord_shape
+                )
+            )
+            for site in self.sites
+        }
+
+
+def _validation(disable_validation: Optional[bool]):
+    """Pyro's distribution validation off (``True``), on (``False``) or left as it is
+    (``None``) during a run, as in :class:`pyro.infer.MCMC`."""
+    if disable_validation is None:
+        return contextlib.nullcontext()
+    return pyro.validation_enabled(not disable_validation)
+
+
 def _synchronize(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -815,6 +907,47 @@ def _check_device(device) -> Optional[torch.device]:
             "device='cpu' or None.".format(device)
         )
     return result
+
+
+def _check_transforms(transforms) -> Dict:
+    """``{}`` for ``None`` or an empty dict: discrete sites have no transforms."""
+    if transforms is None:
+        return {}
+    if not isinstance(transforms, Mapping):
+        raise TypeError(
+            "transforms must be a dict {{site name: transform}} or None, got {}.".format(
+                type(transforms).__name__
+            )
+        )
+    if transforms:
+        raise ValueError(
+            "transforms has an entry for {}, but pyro_gwg.MCMC samples discrete sites, "
+            "which have no transforms to an unconstrained space: their values are stored "
+            "as they are. Pass transforms=None (or {{}}).".format(", ".join(map(repr, transforms)))
+        )
+    return {}
+
+
+def _check_save_params(save_params) -> Optional[List[str]]:
+    """``save_params`` as a list of site names (checked against the latent sites at
+    the start of the run)."""
+    if save_params is None:
+        return None
+    if isinstance(save_params, str) or not isinstance(save_params, (list, tuple)):
+        raise TypeError(
+            "save_params must be a list of site names such as ['x'], or None; got {!r}.".format(
+                save_params
+            )
+        )
+    bad = [name for name in save_params if not isinstance(name, str)]
+    if bad:
+        raise TypeError("save_params must hold site names (strings), got {!r}.".format(bad[0]))
+    if not save_params:
+        raise ValueError(
+            "save_params is empty: no site would be saved. Name at least one latent "
+            "site, or pass None to save all of them."
+        )
+    return list(save_params)
 
 
 def _check_initial_params(initial_params, num_chains: int) -> Optional[Dict[str, torch.Tensor]]:

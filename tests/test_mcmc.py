@@ -101,7 +101,10 @@ def test_initial_params_hooks_and_progress_bar(capsys):
 
     mcmc = MCMC(GWG(model), 5, 2, num_chains=2, initial_params={"x": start}, hook_fn=hook)
     mcmc.run(*args)
-    assert [c[:2] for c in calls[:3]] == [("Warmup", 0), ("Warmup", 1), ("Sample", 2)]
+    # the index restarts at 0 in each stage, as in pyro.infer.MCMC
+    assert [c[:2] for c in calls] == [("Warmup", 0), ("Warmup", 1)] + [
+        ("Sample", i) for i in range(5)
+    ]
     assert calls[0][2] == (2, 5)
     first = mcmc.get_samples(group_by_chain=True)["x"][:, 0]
     assert ((first != start).sum(-1) <= 3).all()  # three single-flip steps from the start
@@ -153,6 +156,115 @@ def test_bad_arguments_are_refused():
         MCMC(pyro.infer.NUTS(model), 10)
 
 
+# ---------------------------------------------------------------- Pyro's interface
+
+
+def test_the_runner_is_a_pyro_abstract_mcmc_with_pyros_signature():
+    import inspect
+
+    from pyro.infer.mcmc.api import AbstractMCMC
+
+    model, _ = SUITE["coupled_binary_field"]
+    mcmc = MCMC(GWG(model), 10, disable_progbar=True)
+    assert isinstance(mcmc, AbstractMCMC)
+    assert mcmc.transforms == {} and mcmc.num_chains == 1
+    ours = inspect.signature(MCMC).parameters
+    pyros = inspect.signature(pyro.infer.MCMC).parameters
+    positional = [p for p in ours.values() if p.kind is p.POSITIONAL_OR_KEYWORD]
+    assert [p.name for p in positional] == list(pyros)
+    assert all(p.default == pyros[p.name].default for p in positional)
+    keyword_only = [name for name, p in ours.items() if p.kind is p.KEYWORD_ONLY]
+    assert keyword_only == ["chain_method", "thinning", "device"]
+
+
+def test_the_old_positional_order_is_refused_and_pyros_order_works():
+    model, _ = SUITE["coupled_binary_field"]
+    # before: (kernel, num_samples, warmup_steps, num_chains, ...)
+    with pytest.raises(TypeError, match="fourth positional.*pass num_chains=4 by keyword"):
+        MCMC(GWG(model), 100, 50, 4)
+    mcmc = MCMC(GWG(model), 100, 50, None, 4)
+    assert (mcmc.num_samples, mcmc.warmup_steps, mcmc.num_chains) == (100, 50, 4)
+    assert mcmc.initial_params is None
+    with pytest.raises(TypeError):  # the extras are keyword-only
+        MCMC(GWG(model), 10, 0, None, 1, None, None, True, True, None, None, "sequential")
+
+
+def test_warmup_defaults_to_num_samples_and_hooks_count_per_stage_as_in_pyro():
+    model, (y,) = SUITE["coupled_binary_field"]
+    assert MCMC(GWG(model), 7).warmup_steps == 7
+    assert MCMC(GWG(model), 7, 0).warmup_steps == 0
+    calls = {}
+    for runner in (pyro.infer.MCMC, MCMC):
+        seen = calls[runner] = []
+        mcmc = runner(
+            GWG(model),
+            6,
+            hook_fn=lambda kernel, params, stage, i, seen=seen: seen.append((stage, i)),
+            disable_progbar=True,
+        )
+        mcmc.run(y)
+    expected = [("Warmup", i) for i in range(6)] + [("Sample", i) for i in range(6)]
+    assert calls[pyro.infer.MCMC] == expected
+    assert calls[MCMC] == expected
+
+
+def test_disable_validation_none_leaves_pyros_setting():
+    model, (y,) = SUITE["coupled_binary_field"]
+    seen = []
+    mcmc = MCMC(
+        GWG(model),
+        2,
+        0,
+        disable_validation=None,
+        hook_fn=lambda *_: seen.append(dist.is_validation_enabled()),
+        disable_progbar=True,
+    )
+    for enabled in (True, False):
+        with pyro.validation_enabled(enabled):
+            mcmc.run(y)
+        assert set(seen) == {enabled}
+        seen.clear()
+
+
+@pytest.mark.parametrize("chain_method", ["vectorized", "sequential"])
+def test_save_params_keeps_only_the_named_sites(chain_method):
+    model, args = SUITE["mixed_kinds"]
+    runs = {}
+    for save_params in (None, ["k", "z"]):
+        pyro.set_rng_seed(0)
+        mcmc = MCMC(
+            GWG(model),
+            20,
+            5,
+            num_chains=2,
+            save_params=save_params,
+            chain_method=chain_method,
+            disable_progbar=True,
+        )
+        mcmc.run(*args)
+        runs[save_params is None] = mcmc
+    full, saved = runs[True], runs[False]
+    assert set(full.get_samples()) == {"b", "z", "c", "k"}
+    samples = saved.get_samples(group_by_chain=True)
+    assert set(samples) == {"z", "k"}
+    for name, value in samples.items():  # the same draws as the run that saves all
+        assert torch.equal(value, full.get_samples(group_by_chain=True)[name])
+    diag = saved.diagnostics()
+    assert "z" in diag and "k" in diag and "b" not in diag and "c" not in diag
+    assert diag["z"]["n_eff"].shape == full.diagnostics()["z"]["n_eff"].shape
+    with pytest.warns(UserWarning, match="b, c of the model have no samples.*no log_likelihood"):
+        idata = pyro_gwg.to_inference_data(saved)  # the likelihood needs every latent site
+    assert set(idata.posterior.data_vars) == {"z", "k"}
+    assert (idata.posterior["k"].values == samples["k"].numpy()).all()
+
+
+def test_save_params_must_name_latent_sites():
+    model, args = SUITE["mixed_kinds"]
+    mcmc = MCMC(GWG(model), 5, save_params=["z", "w"], disable_progbar=True)
+    with pytest.raises(ValueError, match="save_params names 'w', which is not a latent.*'b'"):
+        mcmc.run(*args)
+
+
 # ---------------------------------------------------------------- arguments
 
 
@@ -182,6 +294,13 @@ def test_bad_arguments_are_refused():
         ({"disable_validation": 1}, TypeError, "disable_validation must be a bool"),
         ({"mp_context": "threads"}, ValueError, "mp_context must be one of"),
         ({"initial_params": [1, 0]}, TypeError, "initial_params must be a dict"),
+        ({"initial_params": 4}, TypeError, "fourth positional argument is initial_params"),
+        ({"transforms": {"x": "exp"}}, ValueError, "transforms has an entry for 'x'.*None"),
+        ({"transforms": "exp"}, TypeError, "transforms must be a dict"),
+        ({"save_params": "x"}, TypeError, "save_params must be a list of site names"),
+        ({"save_params": [0]}, TypeError, "save_params must hold site names"),
+        ({"save_params": []}, ValueError, "save_params is empty"),
+        ({"disable_validation": "no"}, TypeError, "disable_validation must be a bool"),
         ({"initial_params": {"x": "ones"}}, TypeError, "initial_params\\['x'\\]"),
         (
             {"initial_params": {"x": torch.ones(3, 5)}, "num_chains": 2},
@@ -290,13 +409,13 @@ def test_a_run_that_raises_leaves_no_stale_results(where, monkeypatch):
 def test_ctrl_c_keeps_the_draws_taken_so_far():
     model, (y,) = SUITE["coupled_binary_field"]
     pyro.set_rng_seed(0)
-    # warmup steps 0-4, draws 5-...: interrupted after the draw of step 11 (7 draws)
+    # warmup steps 0-4, then draws 0-...: interrupted after draw 6 (7 draws)
     mcmc = MCMC(
         GWG(model),
         40,
         5,
         num_chains=3,
-        hook_fn=_raise_at(11, KeyboardInterrupt()),
+        hook_fn=_raise_at(6, KeyboardInterrupt()),
         disable_progbar=True,
     )
     with (
