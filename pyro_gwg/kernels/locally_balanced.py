@@ -22,6 +22,7 @@ __all__ = ["LocallyBalanced"]
 
 class LocallyBalanced(EvaluatingKernel):
     r"""Metropolis-Hastings with the exact locally balanced proposal of Zanella (2020)
+    [Zanella2020]_
     over all single-coordinate moves, as a
     :class:`~pyro.infer.mcmc.mcmc_kernel.MCMCKernel`.
 
