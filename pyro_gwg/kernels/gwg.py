@@ -59,6 +59,10 @@ class GWG(DiscreteKernel):
     starts from :math:`\sqrt{D} / 2.5` (``D`` coordinates), which it keeps when there
     is no warmup.
 
+    Per-draw statistics: ``accepted``, ``accept_prob``, ``num_changed``,
+    ``energy_evals``, ``grad_evals`` and ``log_joint`` (see
+    :class:`~pyro_gwg.DiscreteKernel`).
+
     :param callable model: a Pyro model whose latent sites are discrete.
     :param num_flips: coordinates drawn per proposal (default 1), or ``"auto"``.
         Several flips per step cost about as much as one and move further: on lattice

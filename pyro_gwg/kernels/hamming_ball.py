@@ -37,6 +37,10 @@ class HammingBall(EvaluatingKernel):
     :class:`~pyro_gwg.Gibbs`. The recorded ``accepted`` says whether the state
     changed.
 
+    Per-draw statistics: ``accepted``, ``accept_prob``, ``num_changed``,
+    ``energy_evals``, ``grad_evals`` and ``log_joint`` (see
+    :class:`~pyro_gwg.DiscreteKernel`).
+
     :param callable model: a Pyro model whose latent sites are discrete.
     :param int block_size: coordinates per block (capped at the number of
         coordinates); ignored when ``blocks`` is given.

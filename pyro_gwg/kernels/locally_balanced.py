@@ -35,6 +35,10 @@ class LocallyBalanced(EvaluatingKernel):
     evaluations per step and chain (``M`` = 1 for bits), run in batches of
     ``chunk_size`` states. See :mod:`pyro_gwg.proposals.locally_balanced`.
 
+    Per-draw statistics: ``accepted``, ``accept_prob``, ``num_changed``,
+    ``energy_evals``, ``grad_evals`` and ``log_joint`` (see
+    :class:`~pyro_gwg.DiscreteKernel`).
+
     :param callable model: a Pyro model whose latent sites are discrete.
     :param float temperature: proposal temperature :math:`\tau`.
     :param int chunk_size: most states per batched run of the model.

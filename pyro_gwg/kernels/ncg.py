@@ -170,7 +170,8 @@ class NCG(FactorisedKernel):
     pass of the model per step.
 
     Per-draw statistics: ``accepted``, ``accept_prob``, ``num_changed`` (coordinates
-    the proposal changed), ``step_size`` (in force at the step) and ``log_joint``.
+    the proposal changed), ``step_size`` (in force at the step), ``energy_evals``,
+    ``grad_evals`` and ``log_joint``.
 
     :param callable model: a Pyro model whose latent sites are discrete.
     :param float step_size: :math:`\epsilon`; ``None`` (default) adapts it during
@@ -227,6 +228,9 @@ class AVG(FactorisedKernel):
     {e^{f(x)} \mathcal N(z; \sqrt{2/\epsilon}\phi(x), I)\, q(x' \mid z, x)}`.
     Candidate values, arguments and statistics as in :class:`NCG`; the default start
     of the step-size adaptation is 0.2 (the reference value for binary targets).
+
+    Per-draw statistics as in :class:`NCG`: ``accepted``, ``accept_prob``,
+    ``num_changed``, ``step_size``, ``energy_evals``, ``grad_evals`` and ``log_joint``.
     """
 
     default_step_size = 0.2
@@ -278,6 +282,9 @@ class PAVG(FactorisedKernel):
     matrix as :attr:`preconditioner_matrix`, also after the run. The
     reference implementation also tunes a multiplier of ``M`` by the jump distance;
     here the least-squares scale is used as is and the step size carries the tuning.
+
+    Per-draw statistics as in :class:`NCG`: ``accepted``, ``accept_prob``,
+    ``num_changed``, ``step_size``, ``energy_evals``, ``grad_evals`` and ``log_joint``.
 
     :param torch.Tensor preconditioner: ``[R, R]`` symmetric ``M``, or ``None`` to
         estimate it during warmup.
