@@ -13,9 +13,9 @@ normaliser sums the hidden units out and enumerates their ``2^H`` states
 Estimators (``pyro_gwg.contrib.estimators``), each run ``--repeats`` times per budget:
 
 * ``ais-gwg`` / ``ais-gibbs``: AIS from the factorised Bernoulli base fitted to the
-  data, linear schedule (paper 000, Appendix I.2.1), ``--ais-particles`` particles,
+  data, linear schedule (Grathwohl et al. 2021, Appendix I.2.1), ``--ais-particles`` particles,
   one kernel step per temperature, ``T`` in ``--ais-steps`` temperatures;
-* ``arm-gwg`` / ``arm-gibbs``: ARM (paper 003) over the visible units added one at a
+* ``arm-gwg`` / ``arm-gibbs``: ARM (Fraccaro et al. 2016) over the visible units added one at a
   time, most active first; ``R`` in ``--arm-particles`` particles, one sweep
   (``D_n`` single-site kernel steps) per move step, ``gamma_thr = 0.7``,
   ``i_max = --i-max``, residual resampling below an ESS of ``0.7 R``, one run per
@@ -24,7 +24,8 @@ Estimators (``pyro_gwg.contrib.estimators``), each run ``--repeats`` times per b
   :math:`p_n` by ``--reseed-steps`` Gibbs steps;
 * ``arm-block`` / ``arm-reseed-block``: the same with the RBM's block-Gibbs kernel
   (``pyro_gwg.contrib.kernels.RBMBlockGibbs`` on each stage's RBM, one block sweep per move step
-  and ``--reseed-steps`` sweeps per reseed), the structured kernel of paper 003's RBM
+  and ``--reseed-steps`` sweeps per reseed), the structured kernel of the RBM of Fraccaro et
+  al. 2016
   experiments, with ``R`` in ``--block-particles`` (its sweeps cost no model run, so
   larger sets fit the same time). AIS cannot use it: it samples the model in closed
   form and ignores the annealed density.
@@ -32,7 +33,7 @@ Estimators (``pyro_gwg.contrib.estimators``), each run ``--repeats`` times per b
 Per estimate: the error of :math:`\log \hat Z`, its reported standard error (AIS), the
 wall-clock seconds (eager kernels, one thread), the model evaluations (states at which
 a stage model or the annealed model was evaluated) and the coordinate evaluations
-(each evaluated state times its dimension: the :math:`O(tHn)` cost of paper 003,
+(each evaluated state times its dimension: the :math:`O(tHn)` cost of Fraccaro et al. 2016,
 Section 5, for which ARM's early stages are cheap). The summary per budget reports
 the bias, the standard deviation and the RMSE of :math:`\log \hat Z` over repeats.
 

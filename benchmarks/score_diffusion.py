@@ -1,11 +1,12 @@
-r"""The Monte Carlo score diffusion (paper 001) against NUTS and Hamiltonian AIS at equal
+r"""The Monte Carlo score diffusion (McDonald & Barron 2022) against NUTS and Hamiltonian AIS
+at equal
 numbers of target evaluations.
 
 Targets (all with exact references)
 -----------------------------------
-* ``four_mode_tanh``: paper 001's 1-D target, :math:`e^{f - \theta^2/2}` with
+* ``four_mode_tanh``: the 1-D target of McDonald & Barron 2022, :math:`e^{f - \theta^2/2}` with
   :func:`~pyro_gwg.contrib.models.four_mode_tanh`;
-* ``himmelblau``: paper 001's 2-D target with
+* ``himmelblau``: the 2-D target of McDonald & Barron 2022 with
   :func:`~pyro_gwg.contrib.models.himmelblau`;
 * ``gaussian_mixture``: :meth:`~pyro_gwg.contrib.models.GaussianMixture.example_2d`
   given as a log density (the standard normal reference handled by the sampler).

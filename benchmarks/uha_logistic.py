@@ -1,4 +1,5 @@
-r"""Tuned UHA against Hamiltonian AIS on Bayesian logistic regression (paper 004's claim:
+r"""Tuned UHA against Hamiltonian AIS on Bayesian logistic regression (the claim of Geffner &
+Domke 2021:
 tuned UHA with K = 64 bridges matches or beats Hamiltonian AIS with K = 512).
 
 Target

@@ -6,7 +6,7 @@ convention of Grathwohl et al. 2021, Eq. 10), drawn by independent Gibbs chains.
 :func:`pyro_gwg.contrib.train.learnable_ising` (couplings and
 field as ``pyro.param``) with an L1 penalty, keeping 256 persistent chains that take
 10 MCMC steps per update: once with Gibbs-With-Gradients, once with single-site Gibbs
-(paper 000, Section 6). The printout follows the log RMSE of the learned couplings.
+(Grathwohl et al. 2021, Section 6). The printout follows the log RMSE of the learned couplings.
 
 Run: ``python examples/learn_ising.py`` (about a minute)
 """

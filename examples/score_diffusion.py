@@ -1,7 +1,7 @@
 """Sampling multimodal targets with the Monte Carlo score diffusion (about a minute).
 
 :class:`pyro_gwg.contrib.diffusion.MCScoreSampler` runs the reverse Ornstein-Uhlenbeck diffusion
-from N(0, I), estimating the score at every step from Gaussian draws (paper 001).
+from N(0, I), estimating the score at every step from Gaussian draws (McDonald & Barron 2022).
 
 1. Paper 001's Himmelblau target with the paper's settings (T = 3, K = 1000,
    delta = 0.01), 1000 particles: the share of each mode against the exact one, as in the

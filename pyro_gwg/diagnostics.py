@@ -8,10 +8,12 @@ example ``kernel.state.codes`` collected over steps, or
   coordinate by coordinate (NaN only where the draws are constant).
 * :func:`hamming_ess`: effective sample size, per chain, of the Hamming distance
   between the chain's state and one fixed random reference state (the test statistic
-  of Zanella 2020 and Grathwohl et al. 2021, Appendices E-F); ArviZ's ESS underneath
+  of Zanella 2020 [Zanella2020]_ and Grathwohl et al. 2021 [Grathwohl2021]_, Appendices E-F);
+  ArviZ's ESS underneath
   (:func:`chain_ess` for any scalar series).
 * :func:`mmd`: maximum mean discrepancy between two sample sets with the kernel
-  :math:`k(x, x') = \exp(-\mathrm{Hamming}(x, x') / D)` (Grathwohl et al. 2021, App. E).
+  :math:`k(x, x') = \exp(-\mathrm{Hamming}(x, x') / D)` (Grathwohl et al. 2021
+  [Grathwohl2021]_, App. E).
 * :func:`marginal_error`, :func:`pairwise_error`, :func:`tv_distance`: distances of
   the empirical distribution of the draws from an exact posterior
   (:func:`pyro_gwg.exact_posterior`).

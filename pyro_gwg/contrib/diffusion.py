@@ -1,4 +1,5 @@
-r"""Reverse Ornstein-Uhlenbeck diffusion with a Monte Carlo score (paper 001).
+r"""Reverse Ornstein-Uhlenbeck diffusion with a Monte Carlo score (McDonald & Barron 2022
+[McDonald2022]_).
 
 *A score based approach to sampling using Monte Carlo estimation of score and oracle
 access to target density.* The target on :math:`\mathbb{R}^d` is written against a
@@ -60,7 +61,7 @@ __all__ = [
 # --------------------------------------------------------------------------- math
 def ou_coefficients(t: float) -> Tuple[float, float]:
     r"""Mean factor and standard deviation of the OU transition,
-    :math:`\theta_t = e^{-t}\theta_0 + \sigma_t Z` (paper 001, Eq. 4).
+    :math:`\theta_t = e^{-t}\theta_0 + \sigma_t Z` (McDonald & Barron 2022 [McDonald2022]_, Eq. 4).
 
     :param float t: time, :math:`t > 0`.
     :returns: :math:`(e^{-t}, \sigma_t = \sqrt{1 - e^{-2t}})`.
@@ -110,7 +111,8 @@ def reverse_ou_step(
     theta: torch.Tensor, score: torch.Tensor, delta: float, noise: torch.Tensor
 ) -> torch.Tensor:
     r"""One Euler-Maruyama step of the reverse OU SDE from :math:`t` to :math:`t - \delta`:
-    :math:`\theta - \delta(-\theta - 2\hat s) + \sqrt{2\delta}\,Z` (paper 001, Section 2).
+    :math:`\theta - \delta(-\theta - 2\hat s) + \sqrt{2\delta}\,Z` (McDonald & Barron 2022
+    [McDonald2022]_, Section 2).
 
     :param torch.Tensor theta: points at time :math:`t`, ``[N, d]``.
     :param torch.Tensor score: score estimate at :math:`(\theta, t)`.
@@ -193,7 +195,8 @@ class DiffusionResult(NamedTuple):
 
 
 class MCScoreSampler:
-    """Sampler by the reverse OU diffusion with a Monte Carlo score (paper 001).
+    """Sampler by the reverse OU diffusion with a Monte Carlo score (McDonald & Barron 2022
+    [McDonald2022]_).
 
     Particles are simulated together, each with its own ``num_draws`` Gaussian draws per
     step; they are processed in chunks of at most ``max_points`` evaluation points.

@@ -12,7 +12,7 @@ r"""Continuous targets with exact reference values, for
   (:func:`linear_regression_log_evidence`).
 * Bayesian logistic regression (:func:`logistic_regression`, and the same density as a
   plain batched function, :func:`logistic_regression_log_density`) on scikit-learn's breast
-  cancer data (:func:`breast_cancer`), paper 004's kind of benchmark.
+  cancer data (:func:`breast_cancer`), the kind of benchmark of Geffner & Domke 2021 [Geffner2021]_.
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ __all__ = [
     "nearest_mode",
 ]
 
-#: Centres :math:`\mu_i` of :func:`four_mode_tanh` (paper 001, Section 3), shape ``[4, 1]``.
+#: Centres :math:`\mu_i` of :func:`four_mode_tanh` (McDonald & Barron 2022 [McDonald2022]_,
+#: Section 3), shape ``[4, 1]``.
 FOUR_MODE_CENTRES = torch.tensor([[-5.0], [-1.0], [3.0], [4.0]])
 
 #: The four maxima of :func:`himmelblau` (where :math:`f = 0`), shape ``[4, 2]``.
@@ -51,7 +52,8 @@ HIMMELBLAU_MODES = torch.tensor(
 
 def four_mode_tanh(theta: torch.Tensor) -> torch.Tensor:
     r""":math:`f(\theta) = 100\sum_{i=1}^4 [\tanh(\theta + 0.05 - \mu_i) -
-    \tanh(\theta - 0.05 - \mu_i)]`, :math:`\mu = (-5, -1, 3, 4)` (paper 001, Section 3).
+    \tanh(\theta - 0.05 - \mu_i)]`, :math:`\mu = (-5, -1, 3, 4)` (McDonald & Barron 2022
+    [McDonald2022]_, Section 3).
 
     Evaluated through the identity :math:`\tanh(u + a) - \tanh(u - a) =
     2\sinh(2a) / (\cosh 2u + \cosh 2a)`, written with :math:`e = e^{-2|u|}` as
@@ -68,7 +70,7 @@ def four_mode_tanh(theta: torch.Tensor) -> torch.Tensor:
 
 def himmelblau(theta: torch.Tensor) -> torch.Tensor:
     r""":math:`f(\theta) = -(\theta_1^2 + \theta_2 - 11)^2 - (\theta_1 + \theta_2^2 - 7)^2`
-    (paper 001, Section 3).
+    (McDonald & Barron 2022 [McDonald2022]_, Section 3).
 
     :param torch.Tensor theta: ``[..., 2]``.
     :returns: ``[...]``.

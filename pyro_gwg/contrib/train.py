@@ -2,12 +2,12 @@ r"""Persistent contrastive divergence (PCD) for discrete energy-based Pyro model
 
 A model :math:`p_\theta(x) = e^{f_\theta(x)} / Z_\theta` whose parameters are
 ``pyro.param`` (or ``pyro.module``) values and whose latent discrete sites are the data
-has the log-likelihood gradient (paper 000, Eq. 12)
+has the log-likelihood gradient (Grathwohl et al. 2021 [Grathwohl2021]_, Eq. 12)
 
 .. math:: \nabla_\theta \log p_\theta(x) = \nabla_\theta f_\theta(x)
           - \mathbb E_{p_\theta(x')}\big[\nabla_\theta f_\theta(x')\big].
 
-PCD (Tieleman 2008) estimates the expectation with persistent Markov chains that
+PCD (Tieleman 2008 [Tieleman2008]_) estimates the expectation with persistent Markov chains that
 take a few steps of any pyro-gwg kernel per parameter update, so
 :class:`PCD` minimises the surrogate (:func:`pcd_objective`)
 
@@ -15,13 +15,16 @@ take a few steps of any pyro-gwg kernel per parameter update, so
           + \lambda\, \Omega(\theta),
 
 whose gradient is the negative of Eq. 12 averaged over the batch plus the penalty:
-:math:`\Omega` is the L1 norm (paper 000, Appendix F.2) or the group L1 norm
+:math:`\Omega` is the L1 norm (Grathwohl et al. 2021 [Grathwohl2021]_, Appendix F.2) or the
+group L1 norm
 :math:`\sum_{ij} \lVert J_{ij} \rVert` of Eq. 34 (Appendix H) of chosen parameters.
 The chains are the persistent state itself, or ``num_chains`` draws from a larger
-replay buffer (Du & Mordatch 2019), optionally reset to noise with some probability.
+replay buffer (Du & Mordatch 2019 [DuMordatch2019]_), optionally reset to noise with some
+probability.
 
 :func:`learnable_ising`, :func:`learnable_potts` and :func:`learnable_ebm` are the
-models of paper 000's learning experiments with ``pyro.param`` parameters.
+models of the learning experiments of Grathwohl et al. 2021 [Grathwohl2021]_ with
+``pyro.param`` parameters.
 """
 
 from __future__ import annotations
@@ -65,7 +68,8 @@ INITS = ("uniform", "data")
 # ---------------------------------------------------------------------- pure functions
 def pcd_objective(data_log_joint: torch.Tensor, chain_log_joint: torch.Tensor) -> torch.Tensor:
     r"""The PCD surrogate :math:`\overline{f_\theta(x')} - \overline{f_\theta(x)}`: its
-    gradient is minus the log-likelihood gradient of Eq. 12 (paper 000), with the
+    gradient is minus the log-likelihood gradient of Eq. 12 (Grathwohl et al. 2021
+    [Grathwohl2021]_), with the
     chains' states :math:`x'` standing in for draws from the model.
 
     :param torch.Tensor data_log_joint: ``[B]`` :math:`f_\theta` at the data batch.
@@ -76,7 +80,8 @@ def pcd_objective(data_log_joint: torch.Tensor, chain_log_joint: torch.Tensor) -
 
 
 def l1_penalty(value: torch.Tensor) -> torch.Tensor:
-    r""":math:`\lVert \theta \rVert_1 = \sum |\theta|` (paper 000, Appendix F.2).
+    r""":math:`\lVert \theta \rVert_1 = \sum |\theta|` (Grathwohl et al. 2021 [Grathwohl2021]_,
+    Appendix F.2).
 
     :param torch.Tensor value: any parameter.
     :rtype: torch.Tensor
@@ -87,7 +92,8 @@ def l1_penalty(value: torch.Tensor) -> torch.Tensor:
 def group_l1_penalty(value: torch.Tensor, group_dims: int = 2) -> torch.Tensor:
     r"""Group L1 norm :math:`\sum_{g} \lVert \theta_g \rVert_2` over the blocks formed by
     the last ``group_dims`` dimensions; for Potts couplings ``[D, D, K, K]`` and
-    ``group_dims=2`` this is :math:`\sum_{ij} \lVert J_{ij} \rVert` (paper 000, Eq. 34).
+    ``group_dims=2`` this is :math:`\sum_{ij} \lVert J_{ij} \rVert` (Grathwohl et al. 2021
+    [Grathwohl2021]_, Eq. 34).
 
     :param torch.Tensor value: the parameter.
     :param int group_dims: trailing dimensions of one group.
@@ -105,7 +111,7 @@ def group_l1_penalty(value: torch.Tensor, group_dims: int = 2) -> torch.Tensor:
 
 def coupling_rmse(learned: torch.Tensor, true: torch.Tensor) -> torch.Tensor:
     r"""Root-mean-squared error :math:`\sqrt{\mathrm{mean}((\hat J - J)^2)}` over all
-    entries (paper 000, Section 6 and Fig. 6).
+    entries (Grathwohl et al. 2021 [Grathwohl2021]_, Section 6 and Fig. 6).
 
     :param torch.Tensor learned: :math:`\hat J`.
     :param torch.Tensor true: :math:`J`, same shape.

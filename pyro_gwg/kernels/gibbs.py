@@ -39,6 +39,10 @@ class Gibbs(EvaluatingKernel):
     ``accepted`` says whether the state changed and ``accept_prob`` is the
     probability that it changes.
 
+    Per-draw statistics: ``accepted``, ``accept_prob``, ``num_changed``,
+    ``energy_evals``, ``grad_evals`` and ``log_joint`` (see
+    :class:`~pyro_gwg.DiscreteKernel`).
+
     :param callable model: a Pyro model whose latent sites are discrete.
     :param str scan: ``"random"`` or ``"systematic"``.
     :param int window: cell width for unbounded ordinal sites (default 8).

@@ -17,12 +17,13 @@ __all__ = ["GWG"]
 
 
 class GWG(DiscreteKernel):
-    r"""Gibbs-With-Gradients (Grathwohl et al. 2021) for the latent discrete sites of
+    r"""Gibbs-With-Gradients (Grathwohl et al. 2021) [Grathwohl2021]_ for the latent discrete
+    sites of
     any Pyro model, as a :class:`~pyro.infer.mcmc.mcmc_kernel.MCMCKernel`.
 
     With :math:`f` the log joint of the model and :math:`g = \nabla f(x)` the gradient
     with respect to the relaxed values, the first-order estimate of the change of
-    :math:`f` under a single-coordinate move is (Grathwohl et al. 2021, Eqs. 3-4)
+    :math:`f` under a single-coordinate move is (Grathwohl et al. 2021 [Grathwohl2021]_, Eqs. 3-4)
 
     * bits: :math:`\tilde d_i = -(2x_i - 1) g_i`;
     * (one-hot) categoricals: :math:`\tilde d_{ij} = g_{ij} - g_{i x_i}`, for all
@@ -57,6 +58,10 @@ class GWG(DiscreteKernel):
     (chains share one ``N``; each new value compiles the transition once more). It
     starts from :math:`\sqrt{D} / 2.5` (``D`` coordinates), which it keeps when there
     is no warmup.
+
+    Per-draw statistics: ``accepted``, ``accept_prob``, ``num_changed``,
+    ``energy_evals``, ``grad_evals`` and ``log_joint`` (see
+    :class:`~pyro_gwg.DiscreteKernel`).
 
     :param callable model: a Pyro model whose latent sites are discrete.
     :param num_flips: coordinates drawn per proposal (default 1), or ``"auto"``.

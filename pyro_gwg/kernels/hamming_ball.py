@@ -20,7 +20,8 @@ __all__ = ["HammingBall"]
 
 
 class HammingBall(EvaluatingKernel):
-    r"""The Hamming ball sampler of Titsias & Yau (2017) for the latent discrete sites
+    r"""The Hamming ball sampler of Titsias & Yau (2017) [TitsiasYau2017]_ for the latent
+    discrete sites
     of a Pyro model, as a :class:`~pyro.infer.mcmc.mcmc_kernel.MCMCKernel`.
 
     Each step picks a block of ``block_size`` coordinates (``block_size`` distinct
@@ -29,12 +30,16 @@ class HammingBall(EvaluatingKernel):
     one in at most ``radius`` coordinates of the block, and draws the new state from
     the target restricted to the same ball around ``u``, whose log joint is evaluated
     in one batched run of the model (see :mod:`pyro_gwg.proposals.hamming_ball`).
-    HB-10-1 of Grathwohl et al. (2021) is ``HammingBall(model, block_size=10,
+    HB-10-1 of Grathwohl et al. (2021) [Grathwohl2021]_ is ``HammingBall(model, block_size=10,
     radius=1)``: 11 log-joint evaluations per step on bits. Categorical and ordinal
     coordinates may change to any value of their window (a cyclic shift); unbounded
     ordinal sites range over a randomly shifted cell of ``window`` values, as in
     :class:`~pyro_gwg.Gibbs`. The recorded ``accepted`` says whether the state
     changed.
+
+    Per-draw statistics: ``accepted``, ``accept_prob``, ``num_changed``,
+    ``energy_evals``, ``grad_evals`` and ``log_joint`` (see
+    :class:`~pyro_gwg.DiscreteKernel`).
 
     :param callable model: a Pyro model whose latent sites are discrete.
     :param int block_size: coordinates per block (capped at the number of

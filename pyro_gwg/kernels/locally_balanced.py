@@ -22,6 +22,7 @@ __all__ = ["LocallyBalanced"]
 
 class LocallyBalanced(EvaluatingKernel):
     r"""Metropolis-Hastings with the exact locally balanced proposal of Zanella (2020)
+    [Zanella2020]_
     over all single-coordinate moves, as a
     :class:`~pyro.infer.mcmc.mcmc_kernel.MCMCKernel`.
 
@@ -33,6 +34,10 @@ class LocallyBalanced(EvaluatingKernel):
     2021, Eq. 2); it needs :math:`f` at every neighbour, ``D * M`` log-joint
     evaluations per step and chain (``M`` = 1 for bits), run in batches of
     ``chunk_size`` states. See :mod:`pyro_gwg.proposals.locally_balanced`.
+
+    Per-draw statistics: ``accepted``, ``accept_prob``, ``num_changed``,
+    ``energy_evals``, ``grad_evals`` and ``log_joint`` (see
+    :class:`~pyro_gwg.DiscreteKernel`).
 
     :param callable model: a Pyro model whose latent sites are discrete.
     :param float temperature: proposal temperature :math:`\tau`.

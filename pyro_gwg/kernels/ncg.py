@@ -1,4 +1,4 @@
-r"""The NCG, AVG and PAVG kernels (Rhodes & Gutmann 2022): every coordinate per step.
+r"""The NCG, AVG and PAVG kernels (Rhodes & Gutmann 2022) [Rhodes2022]_: every coordinate per step.
 
 All three propose a new value for every latent discrete coordinate at once from a
 gradient-informed factorised distribution, with a Metropolis-Hastings correction (see
@@ -150,7 +150,8 @@ class FactorisedKernel(DiscreteKernel):
 
 
 class NCG(FactorisedKernel):
-    r"""Norm-constrained gradient sampler (Rhodes & Gutmann 2022, Eq. 8, Algorithm B.1)
+    r"""Norm-constrained gradient sampler (Rhodes & Gutmann 2022 [Rhodes2022]_, Eq. 8,
+    Algorithm B.1)
     for the latent discrete sites of any Pyro model, as a
     :class:`~pyro.infer.mcmc.mcmc_kernel.MCMCKernel`.
 
@@ -169,7 +170,8 @@ class NCG(FactorisedKernel):
     pass of the model per step.
 
     Per-draw statistics: ``accepted``, ``accept_prob``, ``num_changed`` (coordinates
-    the proposal changed), ``step_size`` (in force at the step) and ``log_joint``.
+    the proposal changed), ``step_size`` (in force at the step), ``energy_evals``,
+    ``grad_evals`` and ``log_joint``.
 
     :param callable model: a Pyro model whose latent sites are discrete.
     :param float step_size: :math:`\epsilon`; ``None`` (default) adapts it during
@@ -211,7 +213,7 @@ class NCG(FactorisedKernel):
 
 
 class AVG(FactorisedKernel):
-    r"""Auxiliary-variable gradient sampler (Rhodes & Gutmann 2022, Eqs. 9-11,
+    r"""Auxiliary-variable gradient sampler (Rhodes & Gutmann 2022 [Rhodes2022]_, Eqs. 9-11,
     Algorithm B.2), as a :class:`~pyro.infer.mcmc.mcmc_kernel.MCMCKernel`.
 
     Each step draws a Gaussian auxiliary :math:`z \sim \mathcal N(\sqrt{2/\epsilon}\,
@@ -226,6 +228,9 @@ class AVG(FactorisedKernel):
     {e^{f(x)} \mathcal N(z; \sqrt{2/\epsilon}\phi(x), I)\, q(x' \mid z, x)}`.
     Candidate values, arguments and statistics as in :class:`NCG`; the default start
     of the step-size adaptation is 0.2 (the reference value for binary targets).
+
+    Per-draw statistics as in :class:`NCG`: ``accepted``, ``accept_prob``,
+    ``num_changed``, ``step_size``, ``energy_evals``, ``grad_evals`` and ``log_joint``.
     """
 
     default_step_size = 0.2
@@ -239,7 +244,7 @@ class AVG(FactorisedKernel):
 
 
 class PAVG(FactorisedKernel):
-    r"""Preconditioned auxiliary-variable gradient sampler (Rhodes & Gutmann 2022,
+    r"""Preconditioned auxiliary-variable gradient sampler (Rhodes & Gutmann 2022 [Rhodes2022]_,
     Section 3.2), as a :class:`~pyro.infer.mcmc.mcmc_kernel.MCMCKernel`.
 
     With a symmetric preconditioner ``M`` on the relaxed values :math:`\phi(x)`,
@@ -255,7 +260,7 @@ class PAVG(FactorisedKernel):
     :math:`\phi` with Hessian ``M`` (for example an Ising model written with bits
     :math:`x \in \{0,1\}`, :math:`s = 2x - 1`, :math:`f = \tfrac12 s^T J s + b^T s`:
     ``M = 4 J``), the proposal is the exact conditional and PAVG is the block-Gibbs
-    sampler of Martens & Sutskever (2010): every proposal is accepted.
+    sampler of Martens & Sutskever (2010) [MartensSutskever2010]_: every proposal is accepted.
 
     ``M`` is either given (``preconditioner``, an ``[R, R]`` tensor, ``R`` the number of
     relaxed values: one per binary or ordinal coordinate, ``K`` per categorical one, in
@@ -277,6 +282,9 @@ class PAVG(FactorisedKernel):
     matrix as :attr:`preconditioner_matrix`, also after the run. The
     reference implementation also tunes a multiplier of ``M`` by the jump distance;
     here the least-squares scale is used as is and the step size carries the tuning.
+
+    Per-draw statistics as in :class:`NCG`: ``accepted``, ``accept_prob``,
+    ``num_changed``, ``step_size``, ``energy_evals``, ``grad_evals`` and ``log_joint``.
 
     :param torch.Tensor preconditioner: ``[R, R]`` symmetric ``M``, or ``None`` to
         estimate it during warmup.

@@ -2,7 +2,8 @@ r"""Binary energy-based models: any torch module as the log density of binary da
 
 :func:`binary_ebm` turns a network :math:`f_\theta: \{0, 1\}^{D} \to \mathbb R` into the
 Pyro model :math:`\log p(x) = f_\theta(x) - \log Z` over a binary site ``"x"`` of a
-given shape (the deep EBMs of Grathwohl et al. 2021, Section 8). The gradient-informed
+given shape (the deep EBMs of Grathwohl et al. 2021 [Grathwohl2021]_, Section 8). The
+gradient-informed
 kernels differentiate the network with respect to its input; the gradient-free ones
 only evaluate it. :func:`mlp_energy` builds a small seeded network.
 """

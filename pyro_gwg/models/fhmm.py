@@ -1,4 +1,5 @@
-r"""Factorial hidden Markov model (Grathwohl et al. 2021, Section 6 and Appendix G).
+r"""Factorial hidden Markov model (Grathwohl et al. 2021 [Grathwohl2021]_, Section 6 and
+Appendix G).
 
 A binary hidden state :math:`x \in \{0, 1\}^{T \times K}` (``K`` independent Markov
 chains, the factors) generates a real time series :math:`y \in \mathbb R^T`:

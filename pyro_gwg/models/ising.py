@@ -132,7 +132,7 @@ def ising(couplings: torch.Tensor, bias: Optional[torch.Tensor] = None) -> torch
 
     .. math:: \log p(x) = s^\top J s + b^\top s - \log Z, \qquad s = 2x - 1,
 
-    the convention of Grathwohl et al. (2021, Eq. 30). Each spin carries
+    the convention of Grathwohl et al. (2021 [Grathwohl2021]_, Eq. 30). Each spin carries
     :math:`s_i (J s)_i` as a ``pyro.factor`` inside the ``"spins"`` plate, and the bias
     enters through the site's ``Bernoulli(logits=2 b)`` (whose normaliser is a
     constant), so the model broadcasts over batch dimensions on the left.
@@ -185,7 +185,7 @@ def erdos_renyi_couplings(
     Each pair of nodes is joined with probability ``avg_degree / (num_nodes - 1)`` (so
     a node has ``avg_degree`` neighbours on average) and every edge gets a weight
     :math:`w \sim \mathcal N(0, 1 / \text{avg\_degree})`, stored symmetrically
-    (Grathwohl et al. 2021, Appendix F.2).
+    (Grathwohl et al. 2021 [Grathwohl2021]_, Appendix F.2).
 
     :param int num_nodes: ``D``.
     :param float avg_degree: expected number of neighbours.

@@ -1,4 +1,4 @@
-r"""The ordinal lattice targets of Rhodes & Gutmann (2022, Section 5.1).
+r"""The ordinal lattice targets of Rhodes & Gutmann (2022 [Rhodes2022]_, Section 5.1).
 
 Each of ``D`` coordinates takes one of ``V`` equally spaced values
 :math:`\mathcal S = \{\ell, \ell + h, \dots, u\}` (the paper: ``D = 20``, ``V = 50`` on

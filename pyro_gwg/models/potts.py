@@ -2,7 +2,7 @@ r"""Potts models written as ordinary Pyro models: one-hot categorical spins.
 
 Each spin is a ``OneHotCategorical`` site :math:`z_i \in \{e_1, \dots, e_K\}`, so the
 gradient-informed kernels see the one-hot vector and propose category changes from
-its gradient (Grathwohl et al. 2021, Eq. 4).
+its gradient (Grathwohl et al. 2021 [Grathwohl2021]_, Eq. 4).
 
 * :func:`lattice_potts`: nearest-neighbour model on an ``L x L`` grid,
   :math:`f(z) = \theta \sum_{\langle ij \rangle} [z_i = z_j] + \sum_i b^\top z_i`.

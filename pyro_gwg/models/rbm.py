@@ -3,7 +3,7 @@ normaliser, training by contrastive divergence and the block-Gibbs ground truth.
 
 A binary RBM with weights ``W [H, V]``, visible bias ``b [V]`` and hidden bias
 ``c [H]`` has :math:`\log p(v, h) = h^\top W v + b^\top v + c^\top h - \log Z`.
-Summing out the hidden units (Grathwohl et al. 2021, Eq. 29),
+Summing out the hidden units (Grathwohl et al. 2021 [Grathwohl2021]_, Eq. 29),
 
 .. math:: \log p(v) = b^\top v + \sum_j \mathrm{softplus}(W_j v + c_j) - \log Z.
 
@@ -171,7 +171,7 @@ def random_rbm(
     bias_scale: float = 1.0,
     seed: Optional[int] = 0,
 ) -> RBMParams:
-    r"""Random RBM of Grathwohl et al. (2021, Appendix C):
+    r"""Random RBM of Grathwohl et al. (2021 [Grathwohl2021]_, Appendix C):
     :math:`W \sim \mathcal N(0, 0.05)`, :math:`b, c \sim \mathcal N(0, 1)`.
 
     :param int num_visible: ``V``.

@@ -1,5 +1,5 @@
-r"""Bayesian variable selection in linear regression (Rhodes & Gutmann 2022, Section
-5.2 and Appendix G, after the set-up of Titsias & Yau 2017).
+r"""Bayesian variable selection in linear regression (Rhodes & Gutmann 2022 [Rhodes2022]_, Section
+5.2 and Appendix G, after the set-up of Titsias & Yau 2017) [TitsiasYau2017]_.
 
 Given a design matrix :math:`X \in \mathbb R^{n \times d}` and responses
 :math:`y \in \mathbb R^n`, a binary mask :math:`s \in \{0, 1\}^d` selects covariates:

@@ -1,4 +1,5 @@
-r"""Gibbs-With-Gradients proposals (Grathwohl et al. 2021, *Oops I Took A Gradient*).
+r"""Gibbs-With-Gradients proposals (Grathwohl et al. 2021 [Grathwohl2021]_, *Oops I Took A
+Gradient*).
 
 Pure tensor functions, batched over a leading chain dimension ``C``, on the flat
 coordinate layout of :mod:`pyro_gwg.proposals.layout`. With ``f`` the log joint and
@@ -121,7 +122,8 @@ class GWGInfo(NamedTuple):
 
 
 def proposal_logits(gains: torch.Tensor, temperature: float = 2.0) -> torch.Tensor:
-    r"""Logits :math:`\tilde d(x) / \tau` of the GWG proposal (Grathwohl et al. 2021, Eq. 6).
+    r"""Logits :math:`\tilde d(x) / \tau` of the GWG proposal (Grathwohl et al. 2021
+    [Grathwohl2021]_, Eq. 6).
 
     :param torch.Tensor gains: ``[C, D, M]`` estimated log-density changes.
     :param float temperature: :math:`\tau`; 2 is the locally balanced choice.

@@ -1,4 +1,4 @@
-r"""The Hamming ball sampler (Titsias & Yau 2017), batched over chains.
+r"""The Hamming ball sampler (Titsias & Yau 2017) [TitsiasYau2017]_, batched over chains.
 
 Each step picks a block of ``B`` coordinates, independently of the state: ``B``
 distinct coordinates uniformly at random, or one of a list of user blocks uniformly

@@ -86,9 +86,11 @@ class CoordinateLayout:
         r"""First-order estimate of :math:`f(x') - f(x)` for every single-coordinate move.
 
         Scalar coordinate ``i``, candidate ``v`` in {0: down, 1: up}:
-        :math:`\tilde d_{iv} = g_i (x'_i - x_i) = \pm g_i` (Grathwohl et al. 2021, Eq. 3 for bits,
+        :math:`\tilde d_{iv} = g_i (x'_i - x_i) = \pm g_i` (Grathwohl et al. 2021
+        [Grathwohl2021]_, Eq. 3 for bits,
         whose one valid move is a flip). Categorical coordinate ``i``, category ``k``:
-        :math:`\tilde d_{ik} = g_{ik} - g_{i x_i}` (Grathwohl et al. 2021, Eq. 4). Moves that leave
+        :math:`\tilde d_{ik} = g_{ik} - g_{i x_i}` (Grathwohl et al. 2021 [Grathwohl2021]_, Eq.
+        4). Moves that leave
         the support, or keep a categorical coordinate where it is, get ``-inf``.
 
         :param torch.Tensor codes: long ``[C, D]`` current state.

@@ -1,4 +1,4 @@
-r"""The exact locally balanced proposal (Zanella 2020), batched over chains.
+r"""The exact locally balanced proposal (Zanella 2020) [Zanella2020]_, batched over chains.
 
 The proposal GWG approximates: over the same single-coordinate moves as GWG (bits
 flip, categories switch to any other category, ordinals step by :math:`\pm 1`; see

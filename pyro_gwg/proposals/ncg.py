@@ -1,5 +1,5 @@
 r"""Norm-constrained gradient (NCG) and auxiliary-variable gradient (AVG, PAVG) proposals
-(Rhodes & Gutmann 2022, *Enhanced gradient-based MCMC in discrete spaces*).
+(Rhodes & Gutmann 2022 [Rhodes2022]_, *Enhanced gradient-based MCMC in discrete spaces*).
 
 Pure tensor functions, batched over a leading chain dimension ``C``, on the flat
 coordinate layout of :mod:`pyro_gwg.proposals.layout`. All three samplers propose a
@@ -41,7 +41,8 @@ exact algebra and keeps large ordinal values out of floating-point cancellation)
   :math:`a = g + A\xi`, :math:`\kappa = d`, :math:`\xi = z - A\phi(x)` (because
   :math:`A^2 = M + dI`). ``M = 0`` gives AVG. When ``f`` is quadratic with Hessian
   ``M`` the proposal is the exact conditional :math:`\pi(x' \mid z)` and every
-  proposal is accepted: the block-Gibbs sampler of Martens & Sutskever (2010).
+  proposal is accepted: the block-Gibbs sampler of Martens & Sutskever (2010)
+  [MartensSutskever2010]_.
 
 AVG and PAVG are MH steps on ``x`` for the fixed auxiliary ``z`` in the extended
 target :math:`\pi(x, z) = e^{f(x)} \mathcal N(z; A\phi(x), I)` (``z`` itself is a
@@ -333,7 +334,7 @@ def _accept(
 def ncg_proposal(
     codes: torch.Tensor, grad: torch.Tensor, step_size: torch.Tensor, grid: CandidateGrid
 ) -> Tuple[torch.Tensor, torch.Tensor]:
-    r"""The NCG proposal at ``codes`` (Rhodes & Gutmann 2022, Eq. 8):
+    r"""The NCG proposal at ``codes`` (Rhodes & Gutmann 2022 [Rhodes2022]_, Eq. 8):
 
     .. math:: q_i(v \mid x) \propto \exp\Big(\tfrac12 g_i (v - x_i)
               - \tfrac{1}{2\epsilon} (v - x_i)^2\Big),
@@ -618,7 +619,7 @@ def fit_preconditioner(
     mask: Optional[torch.Tensor] = None,
     min_variance: float = 1e-2,
 ) -> Optional[PreconditionerFit]:
-    r"""Fit a preconditioner to warmup draws (Rhodes & Gutmann 2022, Section 3.2.2).
+    r"""Fit a preconditioner to warmup draws (Rhodes & Gutmann 2022 [Rhodes2022]_, Section 3.2.2).
 
     ``H`` is the empirical covariance :math:`\Sigma` of the relaxed states (pooled over
     draws and chains; coordinates with variance below ``min_variance`` get

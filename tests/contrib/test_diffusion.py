@@ -1,8 +1,9 @@
-"""The reverse OU diffusion with a Monte Carlo score (paper 001).
+"""The reverse OU diffusion with a Monte Carlo score (McDonald & Barron 2022).
 
 Exact references: the score of a Gaussian's OU marginal (closed form), the moments of a
-Gaussian mixture, a conjugate Pyro model, and the mode probabilities of paper 001's
-targets integrated on a grid. Tolerances are four standard errors of the estimate at
+Gaussian mixture, a conjugate Pyro model, and the mode probabilities of the
+targets of McDonald & Barron 2022 integrated on a grid. Tolerances are four standard errors of
+the estimate at
 the sample size used; settings are chosen so that the method's own bias (finite K,
 Euler steps, the N(0, I) start) is below that, as measured with larger runs.
 """
@@ -162,7 +163,7 @@ def test_bad_input_is_refused():
         MCScoreSampler(discrete, (torch.tensor(0.5),))
 
 
-# ------------------------------------------------------------- paper 001's targets
+# ------------------------------------------------ the targets of McDonald & Barron 2022
 def assert_mode_proportions(samples, modes, exact):
     """Each mode's count within four binomial standard deviations (plus one draw)."""
     counts = torch.bincount(nearest_mode(samples, modes), minlength=len(modes)).double()

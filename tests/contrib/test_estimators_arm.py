@@ -65,7 +65,7 @@ def test_reseed_count_and_activity_order():
 
 
 def test_smooth_weights_give_the_exact_ratio_of_normalisers():
-    # E_{p_n}[W] = Z_{n+1} / Z_n (paper 003, Eq. 2) with exact p_n
+    # E_{p_n}[W] = Z_{n+1} / Z_n (Fraccaro et al. 2016, Eq. 2) with exact p_n
     couplings = lattice_couplings(3, 0.4)
     stages = ising_stages(couplings, torch.linspace(-0.5, 0.5, 9), torch.randperm(9))
     for n in (0, 3, 7):

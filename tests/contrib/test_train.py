@@ -1,4 +1,4 @@
-"""PCD: the surrogate's gradient (paper 000, Eq. 12), penalties and coupling helpers on
+"""PCD: the surrogate's gradient (Grathwohl et al. 2021, Eq. 12), penalties and coupling helpers on
 their own; learning Ising, Potts and binary-EBM parameters with persistent chains and a
 replay buffer."""
 

@@ -1,8 +1,8 @@
 r"""Annealed importance sampling (AIS) of the normaliser of a discrete Pyro model.
 
 With :math:`f(x) = \log p(x, y)` the model's log joint over its latent discrete sites
-and :math:`p_0` a normalised, tractable base distribution, AIS (Neal 2001) anneals
-along the path of paper 000 (Grathwohl et al. 2021, Appendix I.2.1, Eq. 35)
+and :math:`p_0` a normalised, tractable base distribution, AIS (Neal 2001 [Neal2001]_) anneals
+along the path of Grathwohl et al. 2021 [Grathwohl2021]_ (Appendix I.2.1, Eq. 35)
 
 .. math:: f_t(x) = \beta_t f(x) + (1 - \beta_t) \log p_0(x),
           \qquad 0 = \beta_0 < \beta_1 < \dots < \beta_T = 1.
@@ -20,7 +20,9 @@ likelihood :math:`f(x) - \log \hat Z` high) by about half its variance.
 
 The base is uniform or a factorised Bernoulli / categorical distribution fitted to data
 (:class:`FactorisedBase`, as in the paper); the schedules are linear (the paper's),
-sigmoid (Grosse et al. 2013) or geometric (paper 003, Section 5), or any tensor of
+sigmoid (Grosse et al. 2013 [Grosse2013]_) or geometric (Fraccaro et al. 2016 [Fraccaro2016]_,
+Section 5), or
+any tensor of
 inverse temperatures.
 """
 
@@ -65,7 +67,7 @@ MAX_BASE_VALUES = 1 << 16
 # ---------------------------------------------------------------------- schedules
 def linear_schedule(num_steps: int) -> torch.Tensor:
     r"""Evenly spaced inverse temperatures :math:`\beta_t = t / T`, ``t = 0 .. T``
-    (the schedule of paper 000, Appendix I.2.1).
+    (the schedule of Grathwohl et al. 2021 [Grathwohl2021]_, Appendix I.2.1).
 
     :param int num_steps: ``T``.
     :returns: float64 ``[T + 1]``.
@@ -75,7 +77,7 @@ def linear_schedule(num_steps: int) -> torch.Tensor:
 
 
 def sigmoid_schedule(num_steps: int, scale: float = 4.0) -> torch.Tensor:
-    r"""Sigmoid schedule (Grosse, Maddison & Salakhutdinov 2013): with
+    r"""Sigmoid schedule (Grosse, Maddison & Salakhutdinov 2013 [Grosse2013]_): with
     :math:`\tilde\beta_t = \sigma(\delta (2t / T - 1))`,
     :math:`\beta_t = (\tilde\beta_t - \tilde\beta_0) / (\tilde\beta_T - \tilde\beta_0)`;
     dense near both ends of the path.
@@ -92,7 +94,8 @@ def sigmoid_schedule(num_steps: int, scale: float = 4.0) -> torch.Tensor:
 
 
 def geometric_schedule(num_steps: int, start: float = 1e-3) -> torch.Tensor:
-    r"""Geometric schedule (the "geometric discretisation" of paper 003, Section 5):
+    r"""Geometric schedule (the "geometric discretisation" of Fraccaro et al. 2016
+    [Fraccaro2016]_, Section 5):
     :math:`\beta_0 = 0` and :math:`\beta_1, \dots, \beta_T` a geometric progression from
     ``start`` to 1; dense near :math:`\beta = 0`.
 
@@ -161,7 +164,7 @@ def ais_log_weight_increment(
     beta_next: float,
 ) -> torch.Tensor:
     r"""AIS incremental log weight :math:`f_t(x) - f_{t-1}(x) = (\beta_t - \beta_{t-1})
-    (f(x) - \log p_0(x))` on the path of Eq. 35 (paper 000).
+    (f(x) - \log p_0(x))` on the path of Eq. 35 (Grathwohl et al. 2021 [Grathwohl2021]_).
 
     :param torch.Tensor log_target: ``[P]`` :math:`f(x)` at the particles.
     :param torch.Tensor log_base: ``[P]`` :math:`\log p_0(x)` at the particles.
@@ -178,7 +181,8 @@ class FactorisedBase:
     independent: :math:`\log p_0(x) = \sum_i \log \pi_i(x_i)`.
 
     Bits give a multivariate Bernoulli, (one-hot) categoricals a product of
-    categoricals, bounded ordinals a categorical over their values (paper 000,
+    categoricals, bounded ordinals a categorical over their values (Grathwohl et al. 2021
+    [Grathwohl2021]_,
     Appendix I.2.1). Its "gradient" (for the gradient-informed kernels, packed as in
     :mod:`pyro_gwg.proposals.layout`) is exact for bits and categoricals (the log
     probabilities, linear in the relaxed value) and the central difference of
@@ -232,7 +236,8 @@ class FactorisedBase:
         cls, layout: CoordinateLayout, codes: torch.Tensor, smoothing: float = 1.0
     ) -> FactorisedBase:
         """Independent per-coordinate frequencies of data (with add-``smoothing``
-        counts): the factorised Bernoulli / categorical base of paper 000.
+        counts): the factorised Bernoulli / categorical base of Grathwohl et al. 2021
+        [Grathwohl2021]_.
 
         :param CoordinateLayout layout: the model's coordinate layout.
         :param torch.Tensor codes: long ``[N, D]`` data as codes.
@@ -367,8 +372,8 @@ def ais(
 
     Estimates :math:`\log Z = \log \sum_x e^{f(x)}`, :math:`f` the model's log joint
     over its latent discrete sites (with observed sites, the log marginal likelihood
-    :math:`\log p(y)`), along :math:`f_t = \beta_t f + (1 - \beta_t) \log p_0` (paper
-    000, Eq. 35). All particles advance together as one batch of chains.
+    :math:`\log p(y)`), along :math:`f_t = \beta_t f + (1 - \beta_t) \log p_0` (Grathwohl et al.
+    2021 [Grathwohl2021]_, Eq. 35). All particles advance together as one batch of chains.
 
     :param callable model: a Pyro model whose latent sites are discrete; it must
         broadcast over a leading batch dimension (as for batched chains).
@@ -539,7 +544,8 @@ def ais_log_likelihood(
     model_kwargs: Optional[dict] = None,
     **ais_kwargs,
 ) -> LogLikelihood:
-    """Test-set log-likelihood with the normaliser from :func:`ais`, as paper 000 reports
+    """Test-set log-likelihood with the normaliser from :func:`ais`, as Grathwohl et al. 2021
+    [Grathwohl2021]_ reports
     for its energy-based models (Section 8, Appendix I.2.1). AIS underestimates
     :math:`\\log Z` on average, so the likelihood is overestimated; more annealing
     steps shrink the gap.

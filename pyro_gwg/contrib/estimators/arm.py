@@ -1,4 +1,5 @@
-r"""The adaptive resample-move algorithm (ARM, paper 003) for the normaliser of a
+r"""The adaptive resample-move algorithm (ARM, Fraccaro et al. 2016 [Fraccaro2016]_) for the
+normaliser of a
 discrete model built up one component at a time.
 
 The target is reached through a sequence of unnormalised distributions of growing
@@ -11,7 +12,7 @@ first, :func:`rbm_stages`). With :math:`Z_n = \sum p^*_n`, particles
 1. **move**: a transition of any pyro-gwg kernel that leaves :math:`p_n` invariant
    (one per particle; ``num_moves`` steps, a "sweep" of :math:`D_n` steps by default);
 2. **smooth**: the incremental weight marginalises the next component exactly
-   (paper 003, Eqs. 2-3; :func:`smooth_log_weights`),
+   (Fraccaro et al. 2016 [Fraccaro2016]_, Eqs. 2-3; :func:`smooth_log_weights`),
 
    .. math:: \mathcal W(x_{[n]}) = \frac{p^*_{n+1}(x_{[n]})}{p^*_n(x_{[n]})}
              = \frac{\sum_{x_{n+1}} p^*_{n+1}(x_{[n]}, x_{n+1})}{p^*_n(x_{[n]})},
@@ -40,7 +41,8 @@ error comes from ``num_runs`` independent runs (their particles share the kernel
 batched moves): :math:`\log \hat Z` is the log of the mean of the runs'
 :math:`\hat Z`, with the delta-method error of that mean.
 
-The "anticipate" variant of paper 003 (Section 3.2) is not implemented: the copy of
+The "anticipate" variant of Fraccaro et al. 2016 [Fraccaro2016]_ (Section 3.2) is not
+implemented: the copy of
 the paper this package follows does not define it.
 """
 
@@ -104,7 +106,8 @@ class Stage(NamedTuple):
 # ---------------------------------------------------------------------- sequences
 def activity_order(data: torch.Tensor) -> torch.Tensor:
     """Coordinates from the most to the least active: decreasing variance in ``data``
-    (paper 003, Section 5: units "whose variance in the training set is higher" come
+    (Fraccaro et al. 2016 [Fraccaro2016]_, Section 5: units "whose variance in the training set
+    is higher" come
     first), ties in index order.
 
     :param torch.Tensor data: ``[N, D]`` data (e.g. binary images).
@@ -126,7 +129,8 @@ def _order(order: Optional[torch.Tensor], size: int) -> torch.Tensor:
 
 
 def rbm_stages(params: RBMParams, order: Optional[torch.Tensor] = None) -> List[Stage]:
-    r"""The RBM sequence of paper 003 (Section 5): stage ``n`` is the RBM restricted to
+    r"""The RBM sequence of Fraccaro et al. 2016 [Fraccaro2016]_ (Section 5): stage ``n`` is
+    the RBM restricted to
     the first ``n`` visible units in ``order``,
     :math:`p^*_n(v_{[n]}) = \sum_h e^{h^\top W_{:, [n]} v_{[n]} + b_{[n]}^\top v_{[n]} + c^\top h}`,
     written as the Pyro model :func:`~pyro_gwg.models.rbm` (which also carries the
@@ -173,7 +177,8 @@ def ising_stages(
 # ---------------------------------------------------------------------- pure steps
 def smooth_log_weights(next_log_joint: torch.Tensor, log_joint: torch.Tensor) -> torch.Tensor:
     r"""Smooth-step log weights :math:`\log \mathcal W(x_{[n]}) = \log \sum_{v}
-    p^*_{n+1}(x_{[n]}, v) - \log p^*_n(x_{[n]})` (paper 003, Algorithm 1 line 4).
+    p^*_{n+1}(x_{[n]}, v) - \log p^*_n(x_{[n]})` (Fraccaro et al. 2016 [Fraccaro2016]_,
+    Algorithm 1 line 4).
 
     :param torch.Tensor next_log_joint: ``[R, K]``, :math:`\log p^*_{n+1}(x^r_{[n]}, v_k)`
         for every joint value :math:`v_k` of the added coordinates.
@@ -185,7 +190,7 @@ def smooth_log_weights(next_log_joint: torch.Tensor, log_joint: torch.Tensor) ->
 
 def log_z_increment(log_weights: torch.Tensor, log_smooth: torch.Tensor) -> torch.Tensor:
     r"""Estimate of :math:`\log (Z_{n+1} / Z_n) = \log \sum_r \tilde w^r_n
-    \mathcal W(x^r_{[n]})` (paper 003, Eq. 1 and Algorithm 1 line 5).
+    \mathcal W(x^r_{[n]})` (Fraccaro et al. 2016 [Fraccaro2016]_, Eq. 1 and Algorithm 1 line 5).
 
     :param torch.Tensor log_weights: ``[R]`` self-normalised log weights.
     :param torch.Tensor log_smooth: ``[R]`` smooth-step log weights.
@@ -197,7 +202,7 @@ def log_z_increment(log_weights: torch.Tensor, log_smooth: torch.Tensor) -> torc
 def reseed_count(gamma: float, gamma_thr: float, num_particles: int, min_new: int = 100) -> int:
     r"""New particles per ARM-reseed generate iteration,
     :math:`S = \max\big((1 - \gamma^{(i)} / \gamma_{\rm thr}) R, S_{\min}\big)`
-    (paper 003, Section 5).
+    (Fraccaro et al. 2016 [Fraccaro2016]_, Section 5).
 
     :param float gamma: current ESS ratio :math:`\gamma^{(i)}`.
     :param float gamma_thr: threshold :math:`\gamma_{\rm thr}`.

@@ -9,7 +9,7 @@ stand-in for :class:`~pyro_gwg.energy.DiscreteEnergy` that returns
 
 .. math:: f_\beta(x) = \beta f(x) + (1 - \beta) \log p_0(x)
 
-(Grathwohl et al. 2021, Eq. 35) for a base distribution :math:`p_0` (or :math:`f`
+(Grathwohl et al. 2021 [Grathwohl2021]_, Eq. 35) for a base distribution :math:`p_0` (or :math:`f`
 itself without a base) and counts the states it evaluates; :func:`bind_kernel`
 points a kernel at it and :func:`run_kernel` applies transitions to a batch of
 particles. The kernels' own warmup adaptation and compilation are not used.

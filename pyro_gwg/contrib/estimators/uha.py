@@ -1,7 +1,8 @@
 r"""Uncorrected Hamiltonian annealing (UHA) and Hamiltonian AIS for continuous targets.
 
-Geffner & Domke (2021), *MCMC Variational Inference via Uncorrected Hamiltonian
-Annealing* (paper 004). The target is an unnormalised density :math:`\bar p(z)` on
+Geffner & Domke (2021) [Geffner2021]_, *MCMC Variational Inference via Uncorrected Hamiltonian
+Annealing* (Geffner & Domke 2021 [Geffner2021]_). The target is an unnormalised density
+:math:`\bar p(z)` on
 :math:`\mathbb{R}^d` with :math:`Z = \int \bar p`: the posterior of a Pyro model with
 continuous latent sites in unconstrained coordinates, or a plain log density (see
 :class:`~pyro_gwg.contrib.continuous.ContinuousTarget`).

@@ -8,7 +8,8 @@ effective sample size
 .. math:: \mathrm{ESS} = \Big(\sum_r \tilde w_r^2\Big)^{-1}
           = \frac{(\sum_r e^{\ell_r})^2}{\sum_r e^{2 \ell_r}},
 
-(Kong 1992; paper 003's :math:`R_{\rm eff}`), which also gives the delta-method
+(Kong 1992 [Kong1992]_; the :math:`R_{\rm eff}` of Fraccaro et al. 2016 [Fraccaro2016]_), which
+also gives the delta-method
 standard error of :math:`\log \hat Z` (:func:`log_mean_exp_se`). Residual resampling
 (:func:`residual_resample`) keeps :math:`\lfloor R \tilde w_r \rfloor` copies of each
 particle and draws the remaining ones from the residual weights.
@@ -64,7 +65,7 @@ def log_mean_exp(log_weights: torch.Tensor) -> torch.Tensor:
 
 def effective_sample_size(log_weights: torch.Tensor) -> torch.Tensor:
     r"""Effective sample size :math:`(\sum_r e^{\ell_r})^2 / \sum_r e^{2\ell_r}` of a
-    weighted particle set (between 1 and ``P``; paper 003, Section 2.2).
+    weighted particle set (between 1 and ``P``; Fraccaro et al. 2016 [Fraccaro2016]_, Section 2.2).
 
     :param torch.Tensor log_weights: ``[P]`` log weights (normalised or not).
     :rtype: torch.Tensor
@@ -103,8 +104,8 @@ def residual_resample(
     :math:`\lfloor R \tilde w_r \rfloor` times; the remaining
     :math:`R - \sum_r \lfloor R \tilde w_r \rfloor` indices are drawn multinomially
     with probabilities proportional to the residuals
-    :math:`R \tilde w_r - \lfloor R \tilde w_r \rfloor` (Liu & Chen 1998; the
-    resampling of paper 003, Algorithm 1). Every particle is copied
+    :math:`R \tilde w_r - \lfloor R \tilde w_r \rfloor` (Liu & Chen 1998 [LiuChen1998]_; the
+    resampling of Fraccaro et al. 2016 [Fraccaro2016]_, Algorithm 1). Every particle is copied
     :math:`R \tilde w_r` times in expectation.
 
     :param torch.Tensor log_weights: ``[P]`` log weights.

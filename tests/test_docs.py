@@ -1,0 +1,81 @@
+"""The docs say what the code does: each kernel's documented per-draw statistics are
+the fields of the info record its step returns plus what the base class adds, and the
+generated benchmark tables are up to date with their JSON files."""
+
+import importlib.util
+import inspect
+import re
+from pathlib import Path
+
+import pyro
+import pyro.distributions as dist
+import pytest
+import torch
+
+import pyro_gwg
+from pyro_gwg.kernels.base import DiscreteKernel
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: Added by :meth:`DiscreteKernel.diagnostics` to the per-draw statistics.
+BASE_EXTRAS = {"acceptance rate", "divergences"}
+
+
+def model():
+    with pyro.plate("bits", 3):
+        x = pyro.sample("x", dist.Bernoulli(0.5))
+    pyro.sample("y", dist.Normal(x.sum(-1), 1.0), obs=torch.tensor(2.0))
+
+
+def kernel_classes():
+    """Every concrete kernel class exported by :mod:`pyro_gwg`."""
+    return sorted(
+        (
+            obj
+            for obj in vars(pyro_gwg).values()
+            if inspect.isclass(obj)
+            and issubclass(obj, DiscreteKernel)
+            and obj is not DiscreteKernel
+        ),
+        key=lambda cls: cls.__name__,
+    )
+
+
+def documented_statistics(doc: str) -> set:
+    """The ````names```` of the paragraph of ``doc`` that starts with "Per-draw
+    statistics"."""
+    match = re.search(r"Per-draw statistics(.*?)(\n\s*\n|$)", doc, re.S)
+    assert match, "no 'Per-draw statistics' paragraph"
+    return set(re.findall(r"``([^`]+)``", match.group(1)))
+
+
+def test_every_kernel_is_checked():
+    names = {cls.__name__ for cls in kernel_classes()}
+    assert {"GWG", "NCG", "AVG", "PAVG", "Gibbs", "HammingBall", "LocallyBalanced"} <= names
+
+
+@pytest.mark.parametrize("cls", kernel_classes(), ids=lambda cls: cls.__name__)
+def test_documented_statistics_match_the_info_record(cls):
+    pyro.set_rng_seed(0)
+    kernel = cls(model, jit_compile=False)
+    # the MCMCKernel protocol as pyro.infer.MCMC drives it, up to (not including) cleanup
+    kernel.setup(warmup_steps=1)
+    params = kernel.initial_params
+    for _ in range(3):
+        params = kernel.sample(params)
+    recorded = set(kernel.diagnostics())
+    info_fields = set(kernel.step(kernel.state)[1]._fields)
+    assert recorded == info_fields | {"log_joint"} | BASE_EXTRAS
+    assert documented_statistics(cls.__doc__) == info_fields | {"log_joint"}
+
+
+def test_base_class_documents_its_extras():
+    doc = documented_statistics(DiscreteKernel.__doc__)
+    assert BASE_EXTRAS <= doc
+
+
+def test_results_md_is_up_to_date():
+    spec = importlib.util.spec_from_file_location("report", ROOT / "benchmarks" / "report.py")
+    report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(report)
+    assert report.main(["--check"]) == 0, "run python benchmarks/report.py"
