@@ -135,15 +135,18 @@ def test_seeded_runs_are_reproducible():
 
 def _run_on(device):
     """Run GWG on ``device`` with CPU model arguments; return the run and the device
-    types the model saw its argument on."""
+    types that the model saw its argument on and the hook saw the chains on."""
     seen = set()
 
     def model(logits):
-        seen.add(logits.device.type)
+        seen.add(("argument", logits.device.type))
         with pyro.plate("bits", logits.shape[-1]):
             pyro.sample("x", dist.Bernoulli(logits=logits))
 
-    mcmc = MCMC(GWG(model), 10, 2, num_chains=3, device=device, disable_progbar=True)
+    def hook(kernel, params, stage, i):
+        seen.add(("chains", params["x"].device.type))
+
+    mcmc = MCMC(GWG(model), 10, 2, num_chains=3, device=device, hook_fn=hook, disable_progbar=True)
     mcmc.run(torch.tensor([0.5, -1.0, 2.0]))
     return mcmc, seen
 
@@ -152,8 +155,7 @@ def _run_on(device):
 def test_a_cpu_device_is_parsed_and_the_run_stays_on_it(device):
     mcmc, seen = _run_on(device)
     assert mcmc.device == torch.device("cpu")
-    assert seen == {"cpu"}
-    assert mcmc.kernel.state.codes.device.type == "cpu"
+    assert seen == {("argument", "cpu"), ("chains", "cpu")}
     assert mcmc.get_samples()["x"].device.type == "cpu"
 
 
@@ -162,8 +164,8 @@ def test_a_cpu_device_is_parsed_and_the_run_stays_on_it(device):
 def test_a_cuda_device_moves_the_arguments_and_the_chains_to_the_gpu(device):
     mcmc, seen = _run_on(device)
     assert mcmc.device == torch.device("cuda", 0) or mcmc.device == torch.device("cuda")
-    assert seen == {"cuda"}  # the CPU argument was moved before the model saw it
-    assert mcmc.kernel.state.codes.device.type == "cuda"
+    # the CPU argument was moved before the model saw it, and the chains ran there
+    assert seen == {("argument", "cuda"), ("chains", "cuda")}
     assert mcmc.get_samples()["x"].shape == (30, 3)
 
 
