@@ -1,8 +1,48 @@
-"""Test-wide settings."""
+"""Test-wide settings and the test tiers.
+
+The default run (``python -m pytest``; ``setup.cfg`` adds ``-m "not exactness and not
+slow"``) is the deterministic tier. ``-m exactness`` runs the statistical tier: every
+test that compares drawn chains with an exact posterior through
+:func:`tests.exactness.assert_exact` is put there by :func:`pytest_collection_modifyitems`
+below, directly or through a helper of its module, without a marker of its own.
+"""
+
+import types
 
 import pyro.infer.mcmc.api as pyro_mcmc
 import pytest
 import torch
+
+_STATISTICAL_CHECKS = frozenset({"assert_exact"})
+
+
+def _reaches(code: types.CodeType, namespace: dict, seen: set) -> bool:
+    """Whether ``code`` calls a statistical check, itself or through the functions of
+    ``namespace`` (the test's module) and the functions nested in it."""
+    if code in seen:
+        return False
+    seen.add(code)
+    for name in code.co_names:
+        if name in _STATISTICAL_CHECKS:
+            return True
+        helper = getattr(namespace.get(name), "__code__", None)
+        if helper is not None and _reaches(helper, namespace, seen):
+            return True
+    return any(
+        _reaches(const, namespace, seen)
+        for const in code.co_consts
+        if isinstance(const, types.CodeType)
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
+    """Mark each test that checks chains against an exact posterior ``exactness``."""
+    for item in items:
+        function = getattr(item, "function", None)
+        if function is None or item.get_closest_marker("exactness") is not None:
+            continue
+        if _reaches(function.__code__, vars(item.module), set()):
+            item.add_marker(pytest.mark.exactness)
 
 
 @pytest.fixture(autouse=True)
@@ -11,10 +51,18 @@ def _chains_in_this_process(monkeypatch):
 
     With more than two cores Pyro would fork one process per chain; PyTorch's OpenMP
     thread pool does not survive ``fork`` once the parent has used it, and the forked
-    chains would hang. Tests that want worker processes patch this again and use the
-    ``spawn`` context.
+    chains would hang. Tests that want worker processes use :func:`worker_processes`.
     """
     monkeypatch.setattr(pyro_mcmc.mp, "cpu_count", lambda: 1)
+
+
+@pytest.fixture
+def worker_processes(monkeypatch, request):
+    """Let ``pyro.infer.MCMC`` start one worker process per chain (up to four chains)
+    on any machine, and fail the test if it draws the chains sequentially instead.
+    Such tests must use the ``spawn`` context (``pyro_gwg.MCMC``'s default)."""
+    monkeypatch.setattr(pyro_mcmc.mp, "cpu_count", lambda: 5)
+    request.node.add_marker(pytest.mark.filterwarnings("error:num_chains=.*sequentially"))
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -59,16 +59,13 @@ def test_results_interface_matches_pyro():
     assert all(v > 0 for v in mcmc.timing.values())
 
 
-def test_sequential_and_parallel_chain_methods(monkeypatch):
-    import pyro.infer.mcmc.api as pyro_mcmc
-
+def test_sequential_and_parallel_chain_methods(worker_processes):
     model, args = SUITE["nested_plates"]
     pyro.set_rng_seed(0)
     seq = MCMC(GWG(model), 40, 10, num_chains=3, chain_method="sequential", disable_progbar=True)
     seq.run(*args)
     assert seq.get_samples(group_by_chain=True)["x"].shape == (3, 40, 2, 3)
     assert seq.get_statistics()["accepted"].shape == (3, 40)
-    monkeypatch.setattr(pyro_mcmc.mp, "cpu_count", lambda: 4)  # two worker processes
     par = MCMC(GWG(model), 40, 10, num_chains=2, chain_method="parallel", disable_progbar=True)
     par.run(*args)
     assert par.get_samples(group_by_chain=True)["x"].shape == (2, 40, 2, 3)
@@ -76,7 +73,9 @@ def test_sequential_and_parallel_chain_methods(monkeypatch):
 
 
 @pytest.mark.parametrize("chain_method", ["vectorized", "sequential", "parallel"])
-def test_thinning_keeps_every_kth_draw(chain_method):
+def test_thinning_keeps_every_kth_draw(chain_method, request):
+    if chain_method == "parallel":
+        request.getfixturevalue("worker_processes")
     model, args = SUITE["coupled_binary_field"]
     mcmc = MCMC(
         GWG(model),
@@ -92,13 +91,19 @@ def test_thinning_keeps_every_kth_draw(chain_method):
 
 
 def test_initial_params_hooks_and_progress_bar(capsys):
+    # seeded, and started at the complement of where the chains go without
+    # initial_params: chains that ignored them would sit five flips away, for certain
     model, args = SUITE["coupled_binary_field"]
-    start = torch.tensor([[1.0, 1.0, 0.0, 0.0, 1.0], [0.0, 0.0, 0.0, 1.0, 1.0]])
+    pyro.set_rng_seed(0)
+    free = MCMC(GWG(model), 5, 2, num_chains=2, disable_progbar=True)
+    free.run(*args)
+    start = 1.0 - free.get_samples(group_by_chain=True)["x"][:, 0]
     calls = []
 
     def hook(kernel, params, stage, i):
         calls.append((stage, i, params["x"].shape))
 
+    pyro.set_rng_seed(0)
     mcmc = MCMC(GWG(model), 5, 2, num_chains=2, initial_params={"x": start}, hook_fn=hook)
     mcmc.run(*args)
     # the index restarts at 0 in each stage, as in pyro.infer.MCMC
@@ -119,16 +124,52 @@ def test_summary_prints_a_table(capsys):
     assert "x[4]" in capsys.readouterr().out
 
 
-def test_runs_are_reproducible_and_respect_the_device():
+def test_seeded_runs_are_reproducible():
     model, args = SUITE["mixed_kinds"]
     runs = []
     for _ in range(2):
         pyro.set_rng_seed(3)
-        mcmc = MCMC(GWG(model), 30, 5, num_chains=8, device="cpu", disable_progbar=True)
+        mcmc = MCMC(GWG(model), 30, 5, num_chains=8, disable_progbar=True)
         mcmc.run(*args)
         runs.append(mcmc.get_samples())
     for name in runs[0]:
         assert torch.equal(runs[0][name], runs[1][name])
+
+
+def _run_on(device):
+    """Run GWG on ``device`` with CPU model arguments; return the run and the device
+    types that the model saw its argument on and the hook saw the chains on."""
+    seen = set()
+
+    def model(logits):
+        seen.add(("argument", logits.device.type))
+        with pyro.plate("bits", logits.shape[-1]):
+            pyro.sample("x", dist.Bernoulli(logits=logits))
+
+    def hook(kernel, params, stage, i):
+        seen.add(("chains", params["x"].device.type))
+
+    mcmc = MCMC(GWG(model), 10, 2, num_chains=3, device=device, hook_fn=hook, disable_progbar=True)
+    mcmc.run(torch.tensor([0.5, -1.0, 2.0]))
+    return mcmc, seen
+
+
+@pytest.mark.parametrize("device", ["cpu", torch.device("cpu")], ids=["str", "torch.device"])
+def test_a_cpu_device_is_parsed_and_the_run_stays_on_it(device):
+    mcmc, seen = _run_on(device)
+    assert mcmc.device == torch.device("cpu")
+    assert seen == {("argument", "cpu"), ("chains", "cpu")}
+    assert mcmc.get_samples()["x"].device.type == "cpu"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("device", ["cuda", "cuda:0", 0, torch.device("cuda", 0)])
+def test_a_cuda_device_moves_the_arguments_and_the_chains_to_the_gpu(device):
+    mcmc, seen = _run_on(device)
+    assert mcmc.device == torch.device("cuda", 0) or mcmc.device == torch.device("cuda")
+    # the CPU argument was moved before the model saw it, and the chains ran there
+    assert seen == {("argument", "cuda"), ("chains", "cuda")}
+    assert mcmc.get_samples()["x"].shape == (30, 3)
 
 
 def test_model_that_does_not_batch_runs_with_a_warning():

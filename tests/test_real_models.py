@@ -43,7 +43,7 @@ from pyro_gwg import (
 )
 from pyro_gwg.enumeration import lift_enumeration
 
-pytestmark = pytest.mark.filterwarnings("ignore:Categorical site")
+pytestmark = [pytest.mark.exactness, pytest.mark.filterwarnings("ignore:Categorical site")]
 
 # level of each exactness test (Bonferroni-corrected over its checks); this file holds
 # about 110 of them, so 1e-4 keeps the chance of a false alarm in a run near 1%
