@@ -1,6 +1,9 @@
 """Compiled transitions: agreement with eager ones, exactness, fallbacks, and the runner's
 bookkeeping of multi-step calls."""
 
+import logging
+import warnings
+
 import pyro
 import pyro.distributions as dist
 import pytest
@@ -37,12 +40,15 @@ def _compare_inductor_and_eager(name):
     pyro.set_rng_seed(0)
     kernel = _setup(name, 6, num_flips=2)
     start = kernel.state
-    kernel.advance(4, torch.int8, "inductor")  # compiles
+    with pytest.deprecated_call():
+        kernel.advance(4, torch.int8, "inductor")  # compiles
     runs = []
     for backend in ("inductor", None):
         kernel._state = start
         pyro.set_rng_seed(1)
-        runs.append(kernel.advance(4, torch.int8, backend))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # "inductor" means make_fx
+            runs.append(kernel.advance(4, torch.int8, backend))
     (info_c, codes_c, log_joint_c), (info_e, codes_e, log_joint_e) = runs
     assert codes_c.dtype == torch.int8 and codes_c.shape == (6, 4, kernel.energy.num_coords)
     assert torch.equal(codes_c, codes_e)
@@ -73,11 +79,18 @@ def _failing(*args, **kwargs):
     raise RuntimeError("no compiler here")
 
 
+@pytest.fixture(autouse=True)
+def _fresh_warnings(monkeypatch):
+    # surprising failures are reported once per process: each test starts afresh
+    monkeypatch.setattr(compilation, "_WARNED", set())
+
+
 def test_a_failing_compiler_hands_over_to_the_next_with_a_warning(monkeypatch):
-    monkeypatch.setitem(compilation._COMPILERS, "inductor", _failing)
+    monkeypatch.setitem(compilation._COMPILERS, "make_fx", _failing)
     kernel = _setup("coupled_binary_field", 4)
-    with pytest.warns(CompilationWarning, match="inductor failed.*using trace instead"):
-        kernel.advance(3, torch.int8, "inductor")
+    with pytest.warns(CompilationWarning, match="make_fx failed.*using trace instead"):
+        with pytest.deprecated_call():
+            kernel.advance(3, torch.int8, "inductor")
     monkeypatch.setitem(compilation._COMPILERS, "trace", _failing)
     kernel = _setup("coupled_binary_field", 4, jit_compile=True)
     with pytest.warns(CompilationWarning, match="trace failed.*running it eagerly"):
@@ -141,7 +154,7 @@ def test_bad_jit_compile_values_are_refused():
     model, _ = SUITE["coupled_binary_field"]
     with pytest.raises(ValueError, match="jit_compile must be one of"):
         GWG(model, jit_compile="fast")
-    with pytest.raises(ValueError, match="backend must be one of"):
+    with pytest.raises(ValueError, match="backend must be 'default' or one of"):
         compilation.compile_function(lambda x: (x,), (torch.zeros(1),), "xla")
 
 
@@ -155,3 +168,89 @@ def test_mixed_gibbs_runs_its_discrete_kernel_eagerly():
     assert kernel.jit_compile is False
     with pytest.raises(UnsupportedModelError, match="jit_compile=False"):
         MixedGibbs(NUTS(model), GWG(jit_compile="inductor"))
+
+
+def _transition(x):
+    """A transition-like function: a gradient inside, a categorical and a uniform draw."""
+    return compilation._probe(x)
+
+
+@pytest.mark.parametrize("backend", ["compile", "make_fx", "trace"])
+def test_each_backend_agrees_with_eager_mode(backend):
+    x = torch.tensor([[0, 1, 1, 0, 1], [1, 1, 0, 1, 0], [0, 0, 0, 1, 1]])
+    with inductor_config.patch(fallback_random=True):
+        compiled = compilation.compile_function(_transition, (x,), backend)
+        pyro.set_rng_seed(3)
+        out = compiled(x)
+    pyro.set_rng_seed(3)
+    expected = _transition(x)
+    assert len(out) == len(expected)
+    for got, want in zip(out, expected):
+        assert got.shape == want.shape and got.dtype == want.dtype
+        assert torch.allclose(got.float(), want.float())
+
+
+def test_the_probe_chooses_the_public_compiler_once_per_process(monkeypatch):
+    compilation._choose_backend.cache_clear()
+    calls = []
+
+    def counting(fn, example_inputs):
+        calls.append(fn)
+        return compilation.export_compile(fn, example_inputs)
+
+    monkeypatch.setitem(compilation._COMPILERS, "compile", counting)
+    assert compilation.choose_backend() == "compile"
+    assert compilation.choose_backend(torch.device("cpu")) == "compile"
+    assert calls == [compilation._probe]
+    compilation._choose_backend.cache_clear()
+
+
+def test_the_probe_falls_back_to_trace_silently(monkeypatch, caplog, recwarn):
+    compilation._choose_backend.cache_clear()
+    monkeypatch.setitem(compilation._COMPILERS, "compile", _failing)
+    with caplog.at_level(logging.DEBUG, logger="pyro_gwg.compilation"):
+        assert compilation.choose_backend() == "trace"
+        compiled = compilation.compile_function(lambda x: (x * 2,), (torch.ones(2),), "default")
+    compilation._choose_backend.cache_clear()
+    assert torch.equal(compiled(torch.ones(2))[0], torch.full((2,), 2.0))
+    assert "torch.compile unavailable" in caplog.text
+    assert not [w for w in recwarn if issubclass(w.category, CompilationWarning)]
+
+
+def test_known_limits_fall_back_silently_and_surprises_warn_once(monkeypatch, caplog, recwarn):
+    def limited(fn, example_inputs):
+        raise RuntimeError("Cannot insert a Tensor that requires grad as a constant.")
+
+    monkeypatch.setitem(compilation._COMPILERS, "trace", limited)
+    with caplog.at_level(logging.DEBUG, logger="pyro_gwg.compilation"):
+        assert compilation.compile_function(_transition, (torch.ones(2, 3),), "trace") is None
+    assert "trace failed" in caplog.text
+    assert not [w for w in recwarn if issubclass(w.category, CompilationWarning)]
+
+    monkeypatch.setitem(compilation._COMPILERS, "trace", _failing)
+    with pytest.warns(CompilationWarning, match="trace failed.*running it eagerly"):
+        compilation.compile_function(_transition, (torch.ones(2, 3),), "trace")
+    recwarn.clear()
+    assert compilation.compile_function(_transition, (torch.ones(2, 3),), "trace") is None
+    assert not [w for w in recwarn if issubclass(w.category, CompilationWarning)]
+
+
+def _enumerated_model(y):
+    x = pyro.sample("x", dist.Bernoulli(0.5).expand([2]).to_event(1))
+    c = pyro.sample("c", dist.Bernoulli(0.3), infer={"enumerate": "parallel"})
+    pyro.sample("y", dist.Normal(x.sum(-1) + c, 1.0), obs=y)
+
+
+def test_the_documented_enumerated_model_runs_without_a_compilation_warning(recwarn):
+    mcmc = pyro.infer.MCMC(
+        GWG(_enumerated_model), num_samples=20, warmup_steps=5, disable_progbar=True
+    )
+    mcmc.run(torch.tensor(2.0))
+    assert not [w for w in recwarn if issubclass(w.category, CompilationWarning)]
+    assert set(mcmc.get_samples()) == {"x"}
+
+
+def test_inductor_compile_is_a_deprecated_name_of_make_fx_compile():
+    with pytest.deprecated_call():
+        compiled = compilation.inductor_compile(lambda x: (x + 1,), (torch.zeros(3),))
+    assert torch.equal(compiled(torch.zeros(3))[0], torch.ones(3))
