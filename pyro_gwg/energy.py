@@ -46,7 +46,7 @@ import math
 import warnings
 from collections import OrderedDict
 from functools import partial
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import pyro
 import pyro.poutine as poutine
@@ -61,6 +61,7 @@ from pyro.poutine.subsample_messenger import _Subsample
 from pyro_gwg._taint import Read, sources_of, trace_reads
 from pyro_gwg._validation import check_integer, is_integer
 from pyro_gwg.compilation import trace_compile
+from pyro_gwg.proposals.layout import CoordinateLayout
 from pyro_gwg.sites import (
     CATEGORICAL,
     ONE_HOT,
@@ -592,6 +593,13 @@ class DiscreteEnergy:
         for callers that trace it inside a larger function (after one call of
         :meth:`value_and_grad`, which runs the checks), inside :meth:`recording`."""
         return partial(self._value_and_grad, num_chains=num_chains)
+
+    def traceable(self, num_chains: int) -> TraceableEnergy:
+        """The density a compiler traces for ``num_chains`` chains (see
+        :func:`pyro_gwg.density.traceable`): :meth:`traceable_value_and_grad` and the
+        batched :meth:`log_joint`, to be called inside :meth:`recording`."""
+        value_and_grad = self.traceable_value_and_grad(num_chains)
+        return TraceableEnergy(self.layout, self.log_joint, value_and_grad)
 
     @property
     def compilable(self) -> Tuple[str, ...]:
@@ -1130,6 +1138,15 @@ class DiscreteEnergy:
                     UserWarning,
                     stacklevel=3,
                 )
+
+
+class TraceableEnergy(NamedTuple):
+    """A :class:`~pyro_gwg.density.Density` view of a :class:`DiscreteEnergy` for
+    compilers (see :meth:`DiscreteEnergy.traceable`)."""
+
+    layout: CoordinateLayout
+    log_joint: Callable[[torch.Tensor], torch.Tensor]
+    value_and_grad: Callable[[torch.Tensor], Tuple[torch.Tensor, torch.Tensor]]
 
 
 def invalid_evaluations(
