@@ -69,6 +69,7 @@ from pyro_gwg import GWG, Gibbs
 from pyro_gwg.contrib.estimators import activity_order, ais, arm, rbm_stages
 from pyro_gwg.contrib.kernels import RBMBlockGibbs
 from pyro_gwg.models import rbm, rbm_log_partition, train_rbm
+from pyro_gwg.proposals.algorithm import Algorithm
 
 METHODS = (
     "ais-gwg",
@@ -88,10 +89,15 @@ class CountingBlockGibbs(RBMBlockGibbs):
         super().__init__()
         self.evaluations = self.coordinate_evaluations = 0
 
-    def _step(self, state, value_and_grad):
-        self.evaluations += state.codes.shape[0]
-        self.coordinate_evaluations += state.codes.numel()
-        return super()._step(state, value_and_grad)
+    def build(self, density) -> Algorithm:
+        init, step = super().build(density)
+
+        def counted(state):
+            self.evaluations += state.codes.shape[0]
+            self.coordinate_evaluations += state.codes.numel()
+            return step(state)
+
+        return Algorithm(init, counted)
 
 
 KERNELS = {"gwg": GWG, "gibbs": Gibbs, "block": CountingBlockGibbs}

@@ -183,14 +183,18 @@ def run_gwg(spec: Dict[str, object]) -> Dict[str, object]:
     accepted = []
 
     def block():
-        info, codes, _ = kernel.advance(STEPS_PER_CALL, torch.int8, "inductor")
+        blocks = []
+        kernel.driver.run(
+            STEPS_PER_CALL, lambda t, *out: blocks.append(out), STEPS_PER_CALL, torch.int8
+        )
+        info, codes, _ = blocks[0]
         accepted.append(info.accepted.float().mean())
         return codes.numpy(), STEPS_PER_CALL
 
     def first():  # warmup (adapting num_flips="auto") as pyro_gwg.MCMC runs it, then compile
         kernel.setup(spec["gwg_warmup"], *args, **kwargs)
-        for _ in range(spec["gwg_warmup"]):
-            kernel.transition()
+        kernel.driver.run(spec["gwg_warmup"], every=STEPS_PER_CALL)
+        kernel.driver.backend = "make_fx"
         return block()
 
     out = Blocks(spec).run(first, block)

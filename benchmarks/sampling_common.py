@@ -58,12 +58,14 @@ def run_chains(
     """Run ``num_chains`` batched chains for ``num_steps`` transitions.
 
     ``observe(codes [C, D])`` is called on the initial state and after every
-    ``every``-th step; its results are stacked. Only the transitions are timed
-    (``kernel.transition``, no per-step host synchronisation); the first one, which
-    traces the step with ``jit_compile``, is timed apart as ``first_step_s``.
+    ``every``-th step; its results are stacked. The chains run through the kernel's chain
+    driver as :class:`pyro_gwg.MCMC` runs them, ``every`` transitions per call of the
+    compiled block (``kernel.driver.run``, no per-step host synchronisation); the first
+    block, which compiles it, is timed apart and its steps counted at the average cost
+    of the others.
 
-    :returns: ``observations [num_steps // every + 1, ...]``, ``seconds`` (all steps
-        but the first), ``seconds_per_step``, ``first_step_s``, ``setup_s`` (model
+    :returns: ``observations [num_steps // every + 1, ...]``, ``seconds`` (all steps),
+        ``seconds_per_step``, ``first_step_s`` (the first block), ``setup_s`` (model
         tracing and initial state), per-chain mean totals ``energy_evals`` and
         ``grad_evals``, ``accept_rate``.
     """
@@ -72,26 +74,30 @@ def run_chains(
     start = time.perf_counter()
     kernel.setup(0, *model_args, **(model_kwargs or {}))
     setup = time.perf_counter() - start
-    observations = [observe(kernel.state.codes)]
-    energy_evals = grad_evals = accepted = 0
-    seconds = first = 0.0
-    for t in range(num_steps):
-        start = time.perf_counter()
-        info, _ = kernel.transition()
-        elapsed = time.perf_counter() - start
-        if t == 0:
-            first = elapsed
-        else:
-            seconds += elapsed
-        energy_evals = energy_evals + info.energy_evals
-        grad_evals = grad_evals + info.grad_evals
-        accepted = accepted + info.accepted.double()
-        if (t + 1) % every == 0:
-            observations.append(observe(kernel.state.codes))
-    per_step = seconds / max(num_steps - 1, 1)
+    driver = kernel.driver
+    observations = [observe(driver.state.codes)]
+    totals = {"energy_evals": 0, "grad_evals": 0, "accepted": 0}
+
+    def on_block(t: int, info, codes: torch.Tensor, log_joint: torch.Tensor) -> None:
+        totals["energy_evals"] = totals["energy_evals"] + info.energy_evals.sum(1)
+        totals["grad_evals"] = totals["grad_evals"] + info.grad_evals.sum(1)
+        totals["accepted"] = totals["accepted"] + info.accepted.double().sum(1)
+        observations.append(observe(driver.state.codes))
+
+    first_steps = min(every, num_steps)
+    start = time.perf_counter()
+    driver.run(first_steps, on_block, every)
+    first = time.perf_counter() - start
+    start = time.perf_counter()
+    driver.run(num_steps - first_steps, on_block, every)
+    seconds = time.perf_counter() - start
+    energy_evals, grad_evals, accepted = (
+        totals[k] for k in ("energy_evals", "grad_evals", "accepted")
+    )
+    per_step = seconds / max(num_steps - first_steps, 1)
     return {
         "observations": torch.stack(observations),
-        "seconds": seconds + per_step,  # the first step counted at the average cost
+        "seconds": seconds + first_steps * per_step,  # the first block at the average cost
         "seconds_per_step": per_step,
         "first_step_s": first,
         "setup_s": setup,

@@ -6,39 +6,26 @@ enumeration, diagnostics, the discrete model library); :mod:`pyro_gwg.contrib`
 optional dependencies (ArviZ, scikit-learn) load when first used.
 """
 
-from pyro_gwg import _deprecated, diagnostics, enumeration, models, proposals
+from pyro_gwg import _deprecated, diagnostics, enumeration, kernels, models, proposals
 from pyro_gwg.energy import BatchingWarning, DiscreteEnergy
 from pyro_gwg.enumeration import exact_posterior
 from pyro_gwg.inference_data import to_inference_data
-from pyro_gwg.kernels import (
-    AVG,
-    GWG,
-    NCG,
-    PAVG,
-    DiscreteKernel,
-    Gibbs,
-    HammingBall,
-    LocallyBalanced,
-)
+from pyro_gwg.kernels import REGISTRY, DiscreteKernel
 from pyro_gwg.kernels.mixed import MixedGibbs
 from pyro_gwg.mcmc import MCMC
 from pyro_gwg.sites import UnsupportedModelError
 
+globals().update({name: getattr(kernels, name) for name in REGISTRY})
+
 __version__ = "0.1.0"
 
 __all__ = [
-    "AVG",
+    *REGISTRY,
     "BatchingWarning",
     "DiscreteEnergy",
     "DiscreteKernel",
-    "GWG",
-    "Gibbs",
-    "HammingBall",
-    "LocallyBalanced",
     "MCMC",
     "MixedGibbs",
-    "NCG",
-    "PAVG",
     "UnsupportedModelError",
     "__version__",
     "diagnostics",

@@ -45,7 +45,7 @@ import contextlib
 import math
 import warnings
 from functools import partial
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import pyro
 import pyro.poutine as poutine
@@ -57,6 +57,7 @@ from pyro_gwg import _trace
 from pyro_gwg._taint import Read, sources_of, trace_reads
 from pyro_gwg._validation import check_integer, is_integer
 from pyro_gwg.compilation import trace_compile
+from pyro_gwg.proposals.layout import CoordinateLayout
 from pyro_gwg.sites import (
     CATEGORICAL,
     ONE_HOT,
@@ -541,18 +542,26 @@ class DiscreteEnergy:
         :meth:`value_and_grad`, which runs the checks), inside :meth:`recording`."""
         return partial(self._value_and_grad, num_chains=num_chains)
 
+    def traceable(self, num_chains: int) -> TraceableEnergy:
+        """The density a compiler traces for ``num_chains`` chains (see
+        :func:`pyro_gwg.density.traceable`): :meth:`traceable_value_and_grad` and the
+        batched :meth:`log_joint`, to be called inside :meth:`recording`."""
+        value_and_grad = self.traceable_value_and_grad(num_chains)
+        return TraceableEnergy(self.layout, self.log_joint, value_and_grad)
+
     @property
     def compilable(self) -> Tuple[str, ...]:
         """Compilers that can compile a whole transition that evaluates this energy for
-        several states: both for a model that broadcasts (``"plate"``), TorchInductor
-        only under :func:`torch.func.vmap` (``torch.jit.trace`` cannot follow it), none
+        several states (see :mod:`pyro_gwg.compilation`): all for a model that broadcasts
+        (``"plate"``), the graph-capturing ones only under :func:`torch.func.vmap`
+        (``torch.jit.trace`` cannot follow it), none
         for a model evaluated one state at a time or whose control flow reads latent
         values (run eagerly)."""
         if self.value_reads or self.batching == "loop":
             return ()
         if self.batching == "vmap":
-            return ("inductor",)
-        return ("inductor", "trace")
+            return ("make_fx", "compile")
+        return ("make_fx", "compile", "trace")
 
     def value_and_grad(self, codes: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         """Log joint and packed gradient of a batch of states.
@@ -1077,6 +1086,15 @@ class DiscreteEnergy:
                     UserWarning,
                     stacklevel=3,
                 )
+
+
+class TraceableEnergy(NamedTuple):
+    """A :class:`~pyro_gwg.density.Density` view of a :class:`DiscreteEnergy` for
+    compilers (see :meth:`DiscreteEnergy.traceable`)."""
+
+    layout: CoordinateLayout
+    log_joint: Callable[[torch.Tensor], torch.Tensor]
+    value_and_grad: Callable[[torch.Tensor], Tuple[torch.Tensor, torch.Tensor]]
 
 
 def invalid_evaluations(

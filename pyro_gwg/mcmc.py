@@ -11,11 +11,11 @@ chain's step time, not 256x), on the CPU or on the GPU that holds the model's
 tensors. ``"sequential"`` runs the chains one after the other with the same fast loop;
 ``"parallel"`` hands them to :class:`pyro.infer.MCMC` (one process per chain).
 
-Vectorised and sequential runs call the kernel's compiled transition function
-(:meth:`DiscreteKernel.advance <pyro_gwg.DiscreteKernel.advance>`) for
-:data:`STEPS_PER_CALL` transitions at a time, the few left at the end of warmup and of
-sampling eagerly; warmup steps of a kernel that adapts, and every step of a run with a
-``hook_fn``, go one at a time. With the kernels' default ``jit_compile="auto"`` the
+Vectorised and sequential runs drive the kernel's chains through its
+:class:`~pyro_gwg.driver.ChainDriver` (the chain loop of the package), one compiled
+function call for :data:`STEPS_PER_CALL` transitions at a time, the few left at the end
+of warmup and of sampling eagerly; warmup steps of a kernel that adapts, and every step
+of a run with a ``hook_fn``, go one at a time. With the kernels' default ``jit_compile="auto"`` the
 function is traced by :func:`torch.jit.trace`, or compiled by TorchInductor for runs of
 at least :data:`AUTO_INDUCTOR_MIN_SIZE` chain-transition-coordinates, where its seconds
 of compilation pay off (see :mod:`pyro_gwg.compilation`). Draws are stored as integer
@@ -350,38 +350,37 @@ class MCMC(AbstractMCMC):
                 kernel.state.codes.device,
             )
         draws = self._draws
+        driver = kernel.driver
         total = self.warmup_steps + self.num_samples
         size = num_chains * total * layout.num_coords
-        backend = "inductor" if size >= AUTO_INDUCTOR_MIN_SIZE else "trace"
+        # with jit_compile="auto", TorchInductor pays off for long runs; adapting warmup
+        # steps (one transition per call, a new function for each adapted setting)
+        # stay with torch.jit.trace
+        chosen = driver.backend
+        if kernel.jit_compile == "auto" and chosen is not None and size >= AUTO_INDUCTOR_MIN_SIZE:
+            chosen = "make_fx"
+        every = 1 if self.hook_fn is not None else STEPS_PER_CALL
         progress = _Progress(tqdm(total=total, disable=self.disable_progbar), num_chains, total)
         phases = (
             ("Warmup", "warmup", False, self.warmup_steps),
-            ("Sample", "sampling", True, total),
+            ("Sample", "sampling", True, self.num_samples),
         )
-        t, phase = 0, "warmup"
+        phase = "warmup"
+
+        def observe(t: int, info, codes: torch.Tensor, log_joint: torch.Tensor) -> None:
+            if keep:
+                draws.store(t - self.warmup_steps, info, codes, log_joint, chains)
+            if self.hook_fn is not None:
+                self.hook_fn(kernel, kernel.current_values(), stage, t - start)
+            progress.update(codes.shape[1], info.accepted)
+
         try:
-            for stage, phase, keep, end in phases:
+            for stage, phase, keep, steps in phases:
                 progress.start(stage + " " + label)
-                while t < end:
-                    if self.hook_fn is not None or (kernel.adapts and stage == "Warmup"):
-                        info, codes, log_joint = _one_transition(kernel, draws.code_dtype)
-                    else:  # whole calls compiled, the remainder of the phase eagerly
-                        steps = min(STEPS_PER_CALL, end - t)
-                        info, codes, log_joint = kernel.advance(
-                            steps, draws.code_dtype, backend if steps == STEPS_PER_CALL else None
-                        )
-                    steps = codes.shape[1]
-                    if keep:
-                        draws.store(t - self.warmup_steps, info, codes, log_joint, chains)
-                    if self.hook_fn is not None:
-                        self.hook_fn(
-                            kernel,
-                            kernel.current_values(),
-                            stage,
-                            t - self.warmup_steps if keep else t,
-                        )
-                    progress.update(steps, info.accepted)
-                    t += steps
+                start = driver.t
+                if driver.adaptation is None or keep:
+                    driver.backend = chosen
+                driver.run(steps, observe, every, draws.code_dtype)
                 _synchronize(draws.codes.device)
                 clock = self._tick(phase, clock)
         except KeyboardInterrupt:
@@ -742,14 +741,6 @@ def _decode(energy: DiscreteEnergy, codes: torch.Tensor) -> Dict[str, torch.Tens
                     out[name] = torch.empty(shape, dtype=value.dtype, device=value.device)
                 out[name][c0:c1, t0:t1] = value.reshape((c1 - c0, t1 - t0) + value.shape[1:])
     return out
-
-
-def _one_transition(kernel: DiscreteKernel, code_dtype: torch.dtype):
-    """One transition (with warmup adaptation), shaped like :meth:`DiscreteKernel.advance`."""
-    info, _ = kernel.transition()
-    state = kernel.state
-    info = type(info)(*(field.unsqueeze(1) for field in info))
-    return info, state.codes.to(code_dtype).unsqueeze(1), state.log_joint.unsqueeze(1)
 
 
 class _DrawBuffers:

@@ -30,7 +30,10 @@ class Check:
 
 
 def draw_codes(kernel, num_chains: int, num_samples: int, warmup_steps: int, *args, **kwargs):
-    """Run ``kernel`` on ``num_chains`` batched chains; return codes ``[C, T, D]``."""
+    """Run ``kernel`` on ``num_chains`` batched chains as :class:`pyro.infer.MCMC` runs
+    it (one :meth:`~pyro.infer.mcmc.mcmc_kernel.MCMCKernel.sample` per step, through
+    the kernel's chain driver, recording its statistics); return the codes
+    ``[C, T, D]`` drawn after warmup."""
     kernel.vectorized_chains = num_chains
     kernel.setup(warmup_steps, *args, **kwargs)
     params = kernel.initial_params

@@ -2,7 +2,6 @@
 bookkeeping of multi-step calls."""
 
 import logging
-import warnings
 
 import pyro
 import pyro.distributions as dist
@@ -40,15 +39,12 @@ def _compare_inductor_and_eager(name):
     pyro.set_rng_seed(0)
     kernel = _setup(name, 6, num_flips=2)
     start = kernel.state
-    with pytest.deprecated_call():
-        kernel.advance(4, torch.int8, "inductor")  # compiles
+    _advance(kernel, 4, "make_fx")  # compiles
     runs = []
-    for backend in ("inductor", None):
-        kernel._state = start
+    for backend in ("make_fx", None):
+        kernel.driver.state = start
         pyro.set_rng_seed(1)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)  # "inductor" means make_fx
-            runs.append(kernel.advance(4, torch.int8, backend))
+        runs.append(_advance(kernel, 4, backend))
     (info_c, codes_c, log_joint_c), (info_e, codes_e, log_joint_e) = runs
     assert codes_c.dtype == torch.int8 and codes_c.shape == (6, 4, kernel.energy.num_coords)
     assert torch.equal(codes_c, codes_e)
@@ -75,6 +71,16 @@ def test_inductor_chains_match_the_exact_posterior():
     assert_exact(codes, post)
 
 
+def _advance(kernel, num_steps: int, backend):
+    """``num_steps`` transitions in one block compiled by ``backend`` (``None``: eager):
+    ``(info, codes, log_joint)``."""
+    driver = kernel.driver
+    driver.backend = backend
+    blocks = []
+    driver.run(num_steps, lambda t, *block: blocks.append(block), num_steps, torch.int8)
+    return blocks[0]
+
+
 def _failing(*args, **kwargs):
     raise RuntimeError("no compiler here")
 
@@ -89,12 +95,11 @@ def test_a_failing_compiler_hands_over_to_the_next_with_a_warning(monkeypatch):
     monkeypatch.setitem(compilation._COMPILERS, "make_fx", _failing)
     kernel = _setup("coupled_binary_field", 4)
     with pytest.warns(CompilationWarning, match="make_fx failed.*using trace instead"):
-        with pytest.deprecated_call():
-            kernel.advance(3, torch.int8, "inductor")
+        _advance(kernel, 3, "make_fx")
     monkeypatch.setitem(compilation._COMPILERS, "trace", _failing)
     kernel = _setup("coupled_binary_field", 4, jit_compile=True)
     with pytest.warns(CompilationWarning, match="trace failed.*running it eagerly"):
-        info, codes, _ = kernel.advance(3, torch.int8)
+        info, codes, _ = _advance(kernel, 3, "trace")
     assert codes.shape == (4, 3, 5) and info.accepted.shape == (4, 3)
 
 

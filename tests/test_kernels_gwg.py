@@ -211,7 +211,7 @@ def test_more_flips_than_coordinates_is_refused():
         MCMC(GWG(model, num_flips=1000), num_samples=10, disable_progbar=True).run(*args)
     kernel = GWG(num_flips=6)
     with pytest.raises(ValueError, match="num_flips=6"):
-        kernel.bind(pyro_gwg.DiscreteEnergy(model, args))
+        kernel.driver_for(pyro_gwg.DiscreteEnergy(model, args))
 
 
 # ---------------------------------------------------------------- the defensive mixture
@@ -274,8 +274,8 @@ def test_auto_num_flips_reaches_the_target_acceptance():
 def test_auto_num_flips_starts_from_sqrt_d_and_adapts_in_pyro_mcmc():
     kernel = GWG(lattice_ising, num_flips="auto")
     kernel.setup(0, size=10, coupling=0.3)
-    assert kernel.current_num_flips == 4 and kernel.adapts  # sqrt(100) / 2.5
-    assert not GWG(lattice_ising, num_flips=3).adapts
+    assert kernel.current_num_flips == 4 and kernel.adapt_num_flips  # sqrt(100) / 2.5
+    assert not GWG(lattice_ising, num_flips=3).adapt_num_flips
     pyro.set_rng_seed(0)
     kernel = GWG(lattice_ising, num_flips="auto")
     mcmc = MCMC(kernel, num_samples=20, warmup_steps=200, disable_progbar=True)
@@ -285,16 +285,15 @@ def test_auto_num_flips_starts_from_sqrt_d_and_adapts_in_pyro_mcmc():
 
 
 def test_functional_api_samples_the_exact_posterior():
-    # bind / init_state / step: the kernel driven by hand, as the estimators drive it
+    # build: the kernel's (init, step) pair driven by hand
     model, args = SUITE["coupled_binary_field"]
     energy = pyro_gwg.DiscreteEnergy(model, args)
-    kernel = GWG(num_flips=2)
-    kernel.bind(energy)
+    init, step = GWG(num_flips=2).build(energy)
     pyro.set_rng_seed(0)
-    state = kernel.init_state(energy.initial_codes(NUM_CHAINS))
+    state = init(energy.initial_codes(NUM_CHAINS))
     draws = []
     for t in range(WARMUP + NUM_SAMPLES):
-        state, info = kernel.step(state)
+        state, info = step(state)
         if t >= WARMUP:
             draws.append(state.codes)
     assert info.accepted.shape == (NUM_CHAINS,)

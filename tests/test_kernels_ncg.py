@@ -152,7 +152,7 @@ def test_step_size_adapts_toward_the_target_acceptance(kernel, start):
 
 def test_fixed_step_size_is_kept():
     model, args = SUITE["coupled_binary_field"]
-    sampler = NCG(model, step_size=0.3)
+    sampler = NCG(model, step_size=0.3, adapt_step_size=False)
     draw_codes(sampler, 4, 10, 10, *args)
     assert torch.equal(sampler.diagnostics()["step_size"], torch.full((10, 4), 0.3))
 

@@ -9,6 +9,7 @@ from small_models import BOUNDS, SUITE
 
 import pyro_gwg
 from pyro_gwg import GWG, MCMC, exact_posterior
+from pyro_gwg.driver import ChainDriver
 
 pytestmark = pytest.mark.filterwarnings("ignore:Categorical site")
 
@@ -422,14 +423,15 @@ def test_a_run_that_raises_leaves_no_stale_results(where, monkeypatch):
         mcmc.hook_fn = _raise_at(12, ValueError("hook failed"))
     else:  # the kernel raising mid-run (e.g. a log density that became invalid)
         calls = []
+        run = ChainDriver.run
 
-        def advance(*args, **kwargs):
+        def failing_run(driver, *args, **kwargs):
             calls.append(1)
             if len(calls) > 1:
                 raise ValueError("log density is nan")
-            return type(mcmc.kernel).advance(mcmc.kernel, *args, **kwargs)
+            return run(driver, *args, **kwargs)
 
-        monkeypatch.setattr(mcmc.kernel, "advance", advance)
+        monkeypatch.setattr(ChainDriver, "run", failing_run)
     with pytest.raises(ValueError):
         mcmc.run(y + 1.0)
     assert mcmc.timing == {}

@@ -1,5 +1,5 @@
 """Model-specific kernels: samplers that use the closed form of one model rather than the
-density they are bound to, as ground truths and baselines for the generic kernels."""
+density they are built on, as ground truths and baselines for the generic kernels."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pyro.infer.autoguide.initialization import init_to_sample
 
 from pyro_gwg.kernels.base import DiscreteKernel
 from pyro_gwg.models.rbm import RBMParams, block_gibbs_step, rbm, rbm_log_density
+from pyro_gwg.proposals.algorithm import Algorithm
 from pyro_gwg.proposals.blocks import StepInfo, cost
 
 __all__ = ["RBMBlockGibbs", "RBMBlockGibbsState"]
@@ -33,7 +34,7 @@ class RBMBlockGibbs(DiscreteKernel):
     ``MCMC(RBMBlockGibbs(), ...).run(*params)``. The recorded ``log_joint`` is the
     model's log joint in closed form (one evaluation's worth of work:
     ``energy_evals`` is 1, ``grad_evals`` 0); ``accepted`` says whether the state
-    changed. It ignores the density it is bound to (``targets_bound_density`` is
+    changed. It ignores the density it is built on (``targets_bound_density`` is
     ``False``), so the estimators refuse it as a transition of their annealed densities.
 
     :param callable model: :func:`~pyro_gwg.models.rbm.rbm` (the default) or a model
@@ -50,30 +51,38 @@ class RBMBlockGibbs(DiscreteKernel):
     ):
         super().__init__(model, jit_compile=jit_compile, init_strategy=init_strategy)
 
-    def _rbm_params(self) -> RBMParams:
-        bound = inspect.signature(rbm).bind(*self.energy.model_args, **self.energy.model_kwargs)
-        return RBMParams(**bound.arguments)
+    needs_gradient = False
 
-    def _model_log_joint(self, codes: torch.Tensor, params: RBMParams) -> torch.Tensor:
-        # in double precision, as the energy bridge's log joint
-        log_density = rbm_log_density(codes, params) - F.softplus(params.visible_bias).sum()
-        return log_density.double()
+    def build(self, density) -> Algorithm:
+        """Block Gibbs on the RBM whose parameters are the arguments the density's model
+        was run with (``density`` is the model's :class:`~pyro_gwg.DiscreteEnergy`).
 
-    def _init_state(self, codes: torch.Tensor, value_and_grad) -> RBMBlockGibbsState:
-        if [s.name for s in self.energy.sites] != ["v"]:
+        :rtype: Algorithm
+        """
+        if [s.name for s in density.sites] != ["v"]:
             raise ValueError("RBMBlockGibbs samples the model rbm(weights, visible_bias, ...)")
-        return RBMBlockGibbsState(codes, self._model_log_joint(codes, self._rbm_params()))
+        bound = inspect.signature(rbm).bind(*density.model_args, **density.model_kwargs)
+        params = RBMParams(**bound.arguments)
 
-    def _step(self, state: NamedTuple, value_and_grad) -> Tuple[RBMBlockGibbsState, StepInfo]:
-        params = self._rbm_params()
-        codes = state.codes
-        new = block_gibbs_step(codes.to(params.weights.dtype), params).long()
-        num_changed = (new != codes).sum(-1)
-        info = StepInfo(
-            num_changed > 0,
-            torch.ones_like(state.log_joint),
-            num_changed,
-            cost(codes, 1),
-            cost(codes, 0),
-        )
-        return RBMBlockGibbsState(new, self._model_log_joint(new, params)), info
+        def log_joint(codes: torch.Tensor) -> torch.Tensor:
+            # in double precision, as the energy bridge's log joint
+            log_density = rbm_log_density(codes, params) - F.softplus(params.visible_bias).sum()
+            return log_density.double()
+
+        def init(codes: torch.Tensor) -> RBMBlockGibbsState:
+            return RBMBlockGibbsState(codes, log_joint(codes))
+
+        def step(state: RBMBlockGibbsState) -> Tuple[RBMBlockGibbsState, StepInfo]:
+            codes = state.codes
+            new = block_gibbs_step(codes.to(params.weights.dtype), params).long()
+            num_changed = (new != codes).sum(-1)
+            info = StepInfo(
+                num_changed > 0,
+                torch.ones_like(state.log_joint),
+                num_changed,
+                cost(codes, 1),
+                cost(codes, 0),
+            )
+            return RBMBlockGibbsState(new, log_joint(new)), info
+
+        return Algorithm(init, step)

@@ -378,9 +378,9 @@ class PCD:
         else:
             codes = self.data_codes(batch)
         index, chains = self._draw_chains(codes)
-        bind_kernel(self.kernel, self._counted)
+        driver = bind_kernel(self.kernel, self._counted)
         with torch.no_grad():
-            chains, _ = run_kernel(self.kernel, self._counted, chains, self.mcmc_steps)
+            chains, _ = run_kernel(driver, chains, self.mcmc_steps)
         self.chains[index] = chains
         penalty = self._penalty()
         loss = (

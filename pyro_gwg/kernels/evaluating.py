@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Optional, Union
 
-import torch
 from pyro.infer.autoguide.initialization import init_to_sample
 
 from pyro_gwg._validation import check_integer
@@ -20,7 +19,8 @@ __all__ = ["EvaluatingKernel"]
 
 
 class EvaluatingKernel(DiscreteKernel):
-    """Base class of the gradient-free kernels.
+    """Base class of the gradient-free kernels (``needs_gradient = False``,
+    ``evaluates_states = True``).
 
     :param callable model: a Pyro model whose latent sites are discrete; the states of
         one step are evaluated in one batched run where the model broadcasts over a
@@ -35,6 +35,9 @@ class EvaluatingKernel(DiscreteKernel):
     Every step records ``energy_evals`` (states the model was run at, per chain) and
     ``grad_evals`` (zero) with the other per-draw statistics.
     """
+
+    needs_gradient = False
+    evaluates_states = True
 
     def __init__(
         self,
@@ -53,14 +56,3 @@ class EvaluatingKernel(DiscreteKernel):
             init_strategy=init_strategy,
         )
         self.chunk_size = int(chunk_size)
-
-    def _log_joint(self, codes: torch.Tensor) -> torch.Tensor:
-        """``codes [N, D] -> [N]``: the model's log joint, in one batched run."""
-        return self.energy.log_joint(codes)
-
-    def _check_batching(self, codes: torch.Tensor) -> None:
-        """Choose how the model evaluates many states at once (even for a single chain,
-        whose step evaluates many states; see
-        :meth:`DiscreteEnergy.choose_batching <pyro_gwg.DiscreteEnergy.choose_batching>`)."""
-        if self.energy.batching is None:
-            self.energy.choose_batching(codes)

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple, Optional, Tuple, Union
+from typing import Optional, Union
 
-import torch
 from pyro.infer.autoguide.initialization import init_to_sample
 
 from pyro_gwg._validation import check_integer
 from pyro_gwg.kernels.evaluating import EvaluatingKernel
-from pyro_gwg.proposals.blocks import StepInfo, window_width
-from pyro_gwg.proposals.gibbs import GibbsState, gibbs_init, gibbs_step
+from pyro_gwg.proposals.algorithm import Algorithm
+from pyro_gwg.proposals.gibbs import build_gibbs
 
 __all__ = ["Gibbs"]
 
@@ -92,19 +91,12 @@ class Gibbs(EvaluatingKernel):
         self.scan = scan
         self.window = int(window)
 
-    def _init_state(self, codes: torch.Tensor, value_and_grad) -> GibbsState:
-        self._check_batching(codes)
-        layout = self.energy.layout
-        self._width = window_width(layout.lower, layout.upper, self.window)
-        return gibbs_init(codes, self._log_joint)
+    def build(self, density) -> Algorithm:
+        """Gibbs on ``density``: :func:`~pyro_gwg.proposals.gibbs.build_gibbs` with this
+        kernel's settings.
 
-    def _step(self, state: NamedTuple, value_and_grad) -> Tuple[GibbsState, StepInfo]:
-        return gibbs_step(
-            state,
-            self._log_joint,
-            self.energy.layout,
-            self._width,
-            self.window,
-            systematic=self.scan == "systematic",
-            chunk_size=self.chunk_size,
+        :rtype: Algorithm
+        """
+        return build_gibbs(
+            density, self.window, self.scan == "systematic", chunk_size=self.chunk_size
         )

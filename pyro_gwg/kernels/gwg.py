@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import math
-from typing import NamedTuple, Optional, Tuple, Union
+from typing import Optional, Union
 
-import torch
 from pyro.infer.autoguide.initialization import init_to_sample
-from pyro.ops.dual_averaging import DualAveraging
 
-from pyro_gwg._validation import check_number, is_integer
+from pyro_gwg._validation import check_bool, check_number, is_integer
+from pyro_gwg.adaptation import NumFlipsAdaptation
 from pyro_gwg.kernels.base import DiscreteKernel
-from pyro_gwg.proposals.gwg import GWGInfo, GWGState, gwg_init, gwg_step
+from pyro_gwg.proposals.algorithm import Algorithm
+from pyro_gwg.proposals.gwg import build_gwg
 
 __all__ = ["GWG"]
 
@@ -50,14 +50,15 @@ class GWG(DiscreteKernel):
     state. The proposal is a valid MH proposal whatever the gradient, so the chain
     targets the exact posterior even where the gradient is uninformative.
 
-    With ``num_flips="auto"``, ``N`` adapts during warmup: dual averaging
+    With ``adapt_num_flips=True``, ``N`` adapts during warmup
+    (:class:`~pyro_gwg.adaptation.NumFlipsAdaptation`): dual averaging
     (:class:`~pyro.ops.dual_averaging.DualAveraging`, as for the step size of Pyro's
     HMC) on :math:`\log N` with statistic ``target_accept_prob`` minus the acceptance
     probability averaged over chains, ``N`` rounded to an integer in
     :math:`[1, D]`, frozen at the rounded average of the iterates at the end of warmup
-    (chains share one ``N``; each new value compiles the transition once more). It
-    starts from :math:`\sqrt{D} / 2.5` (``D`` coordinates), which it keeps when there
-    is no warmup.
+    (chains share one ``N``; each new value compiles the transition once more), starting
+    from ``num_flips``. ``num_flips="auto"`` adapts starting from
+    :math:`\sqrt{D} / 2.5` (``D`` coordinates), which it keeps when there is no warmup.
 
     Per-draw statistics: ``accepted``, ``accept_prob``, ``num_changed``,
     ``energy_evals``, ``grad_evals`` and ``log_joint`` (see
@@ -68,14 +69,16 @@ class GWG(DiscreteKernel):
         Several flips per step cost about as much as one and move further: on lattice
         Ising models and an RBM, the number that gave the most effective samples per
         second had an acceptance rate near 0.6 (``benchmarks/peers.py``), the target
-        of ``"auto"``.
+        of the adaptation.
     :type num_flips: int or str
+    :param bool adapt_num_flips: adapt ``num_flips`` during warmup (default ``False``;
+        implied by ``num_flips="auto"``).
     :param float temperature: proposal temperature :math:`\tau`; 2 is the locally
         balanced choice of the paper.
     :param float uniform_weight: weight :math:`w` in :math:`[0, 1)` of the uniform
         component of the proposal (default 0.05; 0 is the paper's proposal).
-    :param float target_accept_prob: acceptance probability that ``num_flips="auto"``
-        aims at (default 0.574, as for the step size of the NCG kernels).
+    :param float target_accept_prob: acceptance probability that the adaptation of
+        ``num_flips`` aims at (default 0.574, as for the step size of the NCG kernels).
     :param jit_compile: compilation of the whole transition: ``"auto"`` (default),
         ``True``, ``"inductor"`` or ``False``; see :class:`~pyro_gwg.DiscreteKernel`.
     :param int max_plate_nesting: bound on nested plates; guessed when ``None``.
@@ -103,6 +106,7 @@ class GWG(DiscreteKernel):
         model=None,
         *,
         num_flips: Union[int, str] = 1,
+        adapt_num_flips: bool = False,
         temperature: float = 2.0,
         uniform_weight: float = 0.05,
         target_accept_prob: float = 0.574,
@@ -122,8 +126,8 @@ class GWG(DiscreteKernel):
         self.target_accept_prob = check_number(
             "target_accept_prob", target_accept_prob, 0, 1, low_open=True, high_open=True
         )
-        #: with ``num_flips="auto"``: the value frozen at the end of the last warmup
-        self.adapted_num_flips: Optional[int] = None
+        self.adapt_num_flips = num_flips == "auto" or check_bool("adapt_num_flips", adapt_num_flips)
+        self._adaptation: Optional[NumFlipsAdaptation] = None
         super().__init__(
             model,
             jit_compile=jit_compile,
@@ -131,65 +135,55 @@ class GWG(DiscreteKernel):
             init_strategy=init_strategy,
         )
 
-    def _reset(self) -> None:
-        super()._reset()
-        self._flips: Optional[int] = None if self.num_flips == "auto" else self.num_flips
-        self._dual: Optional[DualAveraging] = None
+    def _start_num_flips(self, num_coords: int) -> int:
+        if self.num_flips == "auto":
+            return max(1, round(math.sqrt(num_coords) / 2.5))
+        return self.num_flips
 
     @property
     def current_num_flips(self) -> int:
-        """The number of coordinates drawn per proposal in force (with
-        ``num_flips="auto"``: the adapted one; needs :meth:`setup`)."""
-        if self._flips is None:
-            self._flips = max(1, round(math.sqrt(self.energy.layout.num_coords) / 2.5))
-        return self._flips
+        """The number of coordinates drawn per proposal in force (adapted during
+        warmup with ``adapt_num_flips``; needs :meth:`setup`)."""
+        static = self.driver.static if self.driver is not None else {}
+        return static.get("num_flips", self._start_num_flips(self.energy.layout.num_coords))
+
+    def build(self, density, num_flips: Optional[int] = None) -> Algorithm:
+        """GWG on ``density``: :func:`~pyro_gwg.proposals.gwg.build_gwg` with this
+        kernel's settings.
+
+        :param density: a :class:`~pyro_gwg.density.Density`.
+        :param int num_flips: overrides the kernel's starting number of flips.
+        :rtype: Algorithm
+        """
+        if num_flips is None:
+            num_flips = self._start_num_flips(density.layout.num_coords)
+        return build_gwg(density, self.temperature, num_flips, self.uniform_weight)
+
+    def adaptation(self, density, num_warmup: int) -> Optional[NumFlipsAdaptation]:
+        if not self.adapt_num_flips:
+            return None
+        num_coords = density.layout.num_coords
+        self._adaptation = NumFlipsAdaptation(
+            self._start_num_flips(num_coords), num_coords, self.target_accept_prob, num_warmup
+        )
+        return self._adaptation
 
     @property
-    def adapts(self) -> bool:
-        return self.num_flips == "auto"
+    def adapted_num_flips(self) -> Optional[int]:
+        """With ``adapt_num_flips``: the number of flips frozen at the end of the last
+        warmup (``None`` before)."""
+        return self._adaptation.adapted if self._adaptation is not None else None
 
-    def _adapt(self, info: GWGInfo) -> None:
-        if self.num_flips != "auto":
-            return
-        if self._dual is None:
-            self._dual = DualAveraging(prox_center=math.log(self.current_num_flips))
-        self._dual.step(self.target_accept_prob - float(info.accept_prob.mean()))
-        log_flips, log_flips_avg = self._dual.get_state()
-        final = self._t + 1 >= self._warmup_steps
-        num_coords = self.energy.layout.num_coords
-        log_flips = min(max(log_flips_avg if final else log_flips, 0.0), math.log(num_coords))
-        self._flips = max(1, min(round(math.exp(log_flips)), num_coords))
-        if final:
-            self.adapted_num_flips = self._flips
-
-    def _check_model(self) -> None:
-        num_coords = self.energy.layout.num_coords
+    def _check_density(self, density) -> None:
+        num_coords = density.layout.num_coords
         # (one coordinate drawn N times moves once, like N = 1: nothing to refuse)
         if self.num_flips != "auto" and self.num_flips > num_coords > 1:
             raise ValueError(
                 "GWG(num_flips={}) draws more coordinates per step than the model has ({}): "
                 "nearly every coordinate would move at every step and the chain could "
-                "not settle. Use num_flips <= {}, or num_flips='auto' to adapt it during "
-                "warmup.".format(self.num_flips, num_coords, num_coords)
+                "not settle. Use num_flips <= {}, or adapt_num_flips=True to adapt it "
+                "during warmup.".format(self.num_flips, num_coords, num_coords)
             )
-
-    def _compile_key(self) -> tuple:
-        return (self.current_num_flips,)
-
-    def _init_state(self, codes: torch.Tensor, value_and_grad) -> GWGState:
-        return gwg_init(
-            codes, value_and_grad, self.energy.layout, self.temperature, self.uniform_weight
-        )
-
-    def _step(self, state: NamedTuple, value_and_grad) -> Tuple[GWGState, GWGInfo]:
-        return gwg_step(
-            state,
-            value_and_grad,
-            self.energy.layout,
-            self.temperature,
-            self.current_num_flips,
-            self.uniform_weight,
-        )
 
     def _stuck_advice(self) -> str:
         return ", or GWG with a larger uniform_weight, e.g. 0.9"

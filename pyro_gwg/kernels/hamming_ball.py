@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Optional, Sequence, Union
 
 import torch
 from pyro.infer.autoguide.initialization import init_to_sample
 
 from pyro_gwg._validation import check_integer
 from pyro_gwg.kernels.evaluating import EvaluatingKernel
-from pyro_gwg.proposals.blocks import StepInfo, ball_shifts, window_width
-from pyro_gwg.proposals.hamming_ball import (
-    HammingBallState,
-    hamming_ball_init,
-    hamming_ball_step,
-)
+from pyro_gwg.proposals.algorithm import Algorithm
+from pyro_gwg.proposals.hamming_ball import build_hamming_ball
 
 __all__ = ["HammingBall"]
 
@@ -88,32 +84,13 @@ class HammingBall(EvaluatingKernel):
         self.blocks = blocks
         self.window = int(window)
 
-    def _init_state(self, codes: torch.Tensor, value_and_grad) -> HammingBallState:
-        self._check_batching(codes)
-        num_coords = codes.shape[1]
-        blocks = self.blocks
-        if blocks is not None:
-            if bool((blocks < 0).any()) or bool((blocks >= num_coords).any()):
-                raise ValueError(
-                    "blocks hold coordinate indices outside 0 .. {}".format(num_coords - 1)
-                )
-            if any(len(set(row.tolist())) != len(row) for row in blocks):
-                raise ValueError("every block must hold distinct coordinates")
-            blocks = blocks.to(codes.device)
-        self._blocks = blocks
-        layout = self.energy.layout
-        width = window_width(layout.lower, layout.upper, self.window)
-        block_size = min(self.block_size, num_coords)
-        self._shifts = ball_shifts(block_size, self.radius, width).to(codes.device)
-        return hamming_ball_init(codes, self._log_joint)
+    def build(self, density) -> Algorithm:
+        """The Hamming ball sampler on ``density``:
+        :func:`~pyro_gwg.proposals.hamming_ball.build_hamming_ball` with this kernel's
+        settings.
 
-    def _step(self, state: NamedTuple, value_and_grad) -> Tuple[HammingBallState, StepInfo]:
-        return hamming_ball_step(
-            state,
-            self._log_joint,
-            self.energy.layout,
-            self._shifts,
-            self.window,
-            self._blocks,
-            self.chunk_size,
+        :rtype: Algorithm
+        """
+        return build_hamming_ball(
+            density, self.block_size, self.radius, self.blocks, self.window, self.chunk_size
         )

@@ -3,19 +3,14 @@
 from __future__ import annotations
 
 import math
-from typing import NamedTuple, Optional, Tuple, Union
+from typing import Optional, Union
 
-import torch
 from pyro.infer.autoguide.initialization import init_to_sample
 
 from pyro_gwg._validation import check_number
 from pyro_gwg.kernels.evaluating import EvaluatingKernel
-from pyro_gwg.proposals.blocks import StepInfo
-from pyro_gwg.proposals.locally_balanced import (
-    LocallyBalancedState,
-    locally_balanced_init,
-    locally_balanced_step,
-)
+from pyro_gwg.proposals.algorithm import Algorithm
+from pyro_gwg.proposals.locally_balanced import build_locally_balanced
 
 __all__ = ["LocallyBalanced"]
 
@@ -70,11 +65,11 @@ class LocallyBalanced(EvaluatingKernel):
         )
         self.temperature = float(temperature)
 
-    def _init_state(self, codes: torch.Tensor, value_and_grad) -> LocallyBalancedState:
-        self._check_batching(codes)
-        return locally_balanced_init(codes, self._log_joint, self.energy.layout, self.chunk_size)
+    def build(self, density) -> Algorithm:
+        """The locally balanced sampler on ``density``:
+        :func:`~pyro_gwg.proposals.locally_balanced.build_locally_balanced` with this
+        kernel's settings.
 
-    def _step(self, state: NamedTuple, value_and_grad) -> Tuple[LocallyBalancedState, StepInfo]:
-        return locally_balanced_step(
-            state, self._log_joint, self.energy.layout, self.temperature, self.chunk_size
-        )
+        :rtype: Algorithm
+        """
+        return build_locally_balanced(density, self.temperature, self.chunk_size)

@@ -3,8 +3,9 @@ r"""The NCG, AVG and PAVG kernels (Rhodes & Gutmann 2022) [Rhodes2022]_: every c
 All three propose a new value for every latent discrete coordinate at once from a
 gradient-informed factorised distribution, with a Metropolis-Hastings correction (see
 :mod:`pyro_gwg.proposals.ncg` for the formulas). They share the step-size adaptation of
-:class:`FactorisedKernel`: with ``step_size=None`` the step size :math:`\epsilon` is
-adapted during warmup by Pyro's dual averaging
+:class:`FactorisedKernel` (:class:`~pyro_gwg.adaptation.StepSizeAdaptation`): with
+``adapt_step_size=True`` (the default) the step size :math:`\epsilon` is adapted during
+warmup, starting from ``step_size``, by Pyro's dual averaging
 (:class:`pyro.ops.dual_averaging.DualAveraging`, the scheme of Pyro's HMC and NUTS)
 toward ``target_accept_prob``, separately for every chain, and frozen afterwards at
 the running average of the warmup iterates.
@@ -14,28 +15,21 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import List, NamedTuple, Optional, Tuple, Union
+from typing import Optional, Union
 
 import torch
 from pyro.infer.autoguide.initialization import init_to_sample
-from pyro.ops.dual_averaging import DualAveraging
 
-from pyro_gwg._validation import check_integer, check_number
+from pyro_gwg._validation import check_bool, check_integer, check_number
+from pyro_gwg.adaptation import PreconditionerAdaptation, StepSizeAdaptation
 from pyro_gwg.kernels.base import DiscreteKernel
+from pyro_gwg.proposals.algorithm import Algorithm
 from pyro_gwg.proposals.ncg import (
     CandidateGrid,
-    FactorisedInfo,
-    GradientState,
-    PAVGState,
     PreconditionerFit,
-    avg_init,
-    avg_step,
-    fit_preconditioner,
-    ncg_init,
-    ncg_step,
-    pavg_init,
-    pavg_step,
-    preconditioner,
+    build_avg,
+    build_ncg,
+    build_pavg,
 )
 
 __all__ = ["AVG", "FactorisedKernel", "NCG", "PAVG"]
@@ -53,14 +47,17 @@ class FactorisedKernel(DiscreteKernel):
     freezes :math:`\epsilon` at the exponential of the averaged iterate.
 
     :param callable model: a Pyro model whose latent sites are discrete.
-    :param float step_size: fixed step size :math:`\epsilon`, or ``None`` to adapt it
-        during warmup starting from ``initial_step_size``.
+    :param float step_size: step size :math:`\epsilon`: where the adaptation starts, or
+        the fixed value with ``adapt_step_size=False`` (default: the class's
+        ``default_step_size``).
+    :param bool adapt_step_size: adapt the step size during warmup (default ``True``,
+        as in Pyro's HMC).
     :param float target_accept_prob: acceptance probability the adaptation aims at.
     :param int window: half-width of the candidate window of unbounded ordinal
         coordinates (``Poisson``, ``Geometric``, ...): they move to values within
         ``window`` of the current one. Coordinates with a finite support range over
         all of it.
-    :param float initial_step_size: starting point of the adaptation.
+    :param float initial_step_size: deprecated name of ``step_size``.
     :param jit_compile: compilation of the whole transition: ``"auto"`` (default),
         ``True``, ``"inductor"`` or ``False``; see :class:`~pyro_gwg.DiscreteKernel`.
     :param int max_plate_nesting: bound on nested plates; guessed when ``None``.
@@ -71,12 +68,14 @@ class FactorisedKernel(DiscreteKernel):
     #: bound on :math:`|\log \epsilon|` during adaptation (a target on which every
     #: proposal is accepted would otherwise push the step size to infinity)
     max_log_step_size = 20.0
+    _build = staticmethod(build_ncg)
 
     def __init__(
         self,
         model=None,
         *,
         step_size: Optional[float] = None,
+        adapt_step_size: bool = True,
         target_accept_prob: float = 0.574,
         window: int = 10,
         initial_step_size: Optional[float] = None,
@@ -84,18 +83,22 @@ class FactorisedKernel(DiscreteKernel):
         max_plate_nesting: Optional[int] = None,
         init_strategy=init_to_sample,
     ) -> None:
-        for name, value in (("step_size", step_size), ("initial_step_size", initial_step_size)):
-            if value is not None:
-                check_number(name, value, 0, math.inf, low_open=True, high_open=True)
-        self.step_size = None if step_size is None else float(step_size)
-        self.adapt_step_size = step_size is None
+        if initial_step_size is not None:
+            warnings.warn(
+                "{}(initial_step_size=...) is deprecated: step_size is where the "
+                "adaptation starts (as in Pyro's HMC).".format(type(self).__name__),
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            step_size = initial_step_size if step_size is None else step_size
+        if step_size is not None:
+            check_number("step_size", step_size, 0, math.inf, low_open=True, high_open=True)
+        self.step_size = float(step_size or type(self).default_step_size)
+        self.adapt_step_size = check_bool("adapt_step_size", adapt_step_size)
         self.target_accept_prob = check_number(
             "target_accept_prob", target_accept_prob, 0, 1, low_open=True, high_open=True
         )
         self.window = check_integer("window", window, 1)
-        self.initial_step_size = float(
-            step_size or initial_step_size or type(self).default_step_size
-        )
         super().__init__(
             model,
             jit_compile=jit_compile,
@@ -103,50 +106,31 @@ class FactorisedKernel(DiscreteKernel):
             init_strategy=init_strategy,
         )
 
-    # --------------------------------------------------------------- adaptation state
-    def _reset(self) -> None:
-        super()._reset()
-        self._grid: Optional[CandidateGrid] = None
-        self._step_size_now: Optional[torch.Tensor] = None
-        self._dual: Optional[DualAveraging] = None
-        self._warmup_done = 0  # warmup steps adapted so far
+    @property
+    def initial_step_size(self) -> float:
+        """Deprecated name of :attr:`step_size` (where the adaptation starts)."""
+        return self.step_size
 
-    def _grid_for(self) -> CandidateGrid:
-        if self._grid is None:
-            self._grid = CandidateGrid(self.energy.layout, self.window)
-        return self._grid
+    def build(self, density) -> Algorithm:
+        """The kernel's algorithm on ``density`` with its step size and window (see
+        :func:`~pyro_gwg.proposals.ncg.build_ncg`).
 
-    def _initial_step_sizes(self, codes: torch.Tensor) -> torch.Tensor:
-        if self._step_size_now is None or self._step_size_now.shape[0] != codes.shape[0]:
-            self._step_size_now = torch.full(
-                (codes.shape[0],), self.initial_step_size, device=codes.device
-            )
-        return self._step_size_now
+        :rtype: Algorithm
+        """
+        return type(self)._build(density, self.step_size, self.window)
 
-    def _restart_adaptation(self) -> None:
-        """Start (or restart) dual averaging from the step sizes in force."""
-        self._dual = DualAveraging(prox_center=(10 * self._step_size_now).log())
-
-    def _adapt(self, info: NamedTuple) -> None:
-        self._warmup_done += 1
+    def _step_size_adaptation(self, num_warmup: int) -> Optional[StepSizeAdaptation]:
         if not self.adapt_step_size:
-            return
-        if self._dual is None:
-            self._restart_adaptation()
-        self._dual.step(self.target_accept_prob - info.accept_prob)
-        log_step, log_step_avg = self._dual.get_state()
-        final = self._warmup_done >= self._warmup_steps
-        log_step = log_step_avg if final else log_step
-        self._set_step_size(log_step.clamp(-self.max_log_step_size, self.max_log_step_size).exp())
+            return None
+        return StepSizeAdaptation(self.target_accept_prob, num_warmup, self.max_log_step_size)
 
-    def _set_step_size(self, step_size: torch.Tensor) -> None:
-        self._step_size_now = step_size.to(self._state.step_size.dtype)
-        self._state = self._state._replace(step_size=self._step_size_now)
+    def adaptation(self, density, num_warmup: int) -> Optional[StepSizeAdaptation]:
+        return self._step_size_adaptation(num_warmup)
 
     @property
     def step_sizes(self) -> Optional[torch.Tensor]:
         """``[C]`` step sizes in force (``None`` before :meth:`setup`)."""
-        return self._step_size_now
+        return self.state.step_size if self.state is not None else None
 
 
 class NCG(FactorisedKernel):
@@ -174,12 +158,14 @@ class NCG(FactorisedKernel):
     ``grad_evals`` and ``log_joint``.
 
     :param callable model: a Pyro model whose latent sites are discrete.
-    :param float step_size: :math:`\epsilon`; ``None`` (default) adapts it during
-        warmup toward ``target_accept_prob`` and freezes it afterwards.
+    :param float step_size: :math:`\epsilon`: where the adaptation starts (default
+        0.5, the reference value for binary targets), or its fixed value with
+        ``adapt_step_size=False``.
+    :param bool adapt_step_size: adapt :math:`\epsilon` during warmup toward
+        ``target_accept_prob`` and freeze it afterwards (default ``True``).
     :param float target_accept_prob: target of the adaptation (default 0.574).
     :param int window: half-width of the candidate window of unbounded ordinals.
-    :param float initial_step_size: start of the adaptation (default 0.5, the
-        reference value for binary targets).
+    :param float initial_step_size: deprecated name of ``step_size``.
     :param jit_compile: compilation of the whole transition: ``"auto"`` (default),
         ``True``, ``"inductor"`` or ``False``; see :class:`~pyro_gwg.DiscreteKernel`.
     :param int max_plate_nesting: bound on nested plates; guessed when ``None``.
@@ -204,13 +190,6 @@ class NCG(FactorisedKernel):
 
     default_step_size = 0.5
 
-    def _init_state(self, codes: torch.Tensor, value_and_grad) -> GradientState:
-        self._grid_for()
-        return ncg_init(codes, value_and_grad, self._initial_step_sizes(codes))
-
-    def _step(self, state: NamedTuple, value_and_grad) -> Tuple[GradientState, FactorisedInfo]:
-        return ncg_step(state, value_and_grad, self._grid)
-
 
 class AVG(FactorisedKernel):
     r"""Auxiliary-variable gradient sampler (Rhodes & Gutmann 2022 [Rhodes2022]_, Eqs. 9-11,
@@ -234,13 +213,7 @@ class AVG(FactorisedKernel):
     """
 
     default_step_size = 0.2
-
-    def _init_state(self, codes: torch.Tensor, value_and_grad) -> GradientState:
-        self._grid_for()
-        return avg_init(codes, value_and_grad, self._initial_step_sizes(codes))
-
-    def _step(self, state: NamedTuple, value_and_grad) -> Tuple[GradientState, FactorisedInfo]:
-        return avg_step(state, value_and_grad, self._grid)
+    _build = staticmethod(build_avg)
 
 
 class PAVG(FactorisedKernel):
@@ -294,7 +267,7 @@ class PAVG(FactorisedKernel):
     """
 
     default_step_size = 0.2
-    min_fit_warmup = 8
+    min_fit_warmup = PreconditionerAdaptation.min_warmup
 
     def __init__(self, model=None, *, preconditioner: Optional[torch.Tensor] = None, **kwargs):
         if preconditioner is not None:
@@ -308,79 +281,40 @@ class PAVG(FactorisedKernel):
             if not torch.allclose(preconditioner, preconditioner.T, rtol=1e-5, atol=1e-6):
                 raise ValueError("preconditioner must be symmetric")
         self.preconditioner = preconditioner
+        self._fitting: Optional[PreconditionerAdaptation] = None
         super().__init__(model, **kwargs)
 
-    def _reset(self) -> None:
-        super()._reset()
-        self._matrix: Optional[torch.Tensor] = self.preconditioner
-        self._collected: List[Tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
-        #: the :class:`~pyro_gwg.proposals.ncg.PreconditionerFit` of the last warmup
-        self.preconditioner_fit: Optional[PreconditionerFit] = None
+    def build(self, density) -> Algorithm:
+        """PAVG on ``density`` (see :func:`~pyro_gwg.proposals.ncg.build_pavg`) with the
+        given preconditioner, or ``M = 0`` until warmup fits one.
 
-    def cleanup(self) -> None:
-        # keep the last fit readable after pyro.infer.MCMC finishes (it calls cleanup)
-        fit, matrix = self.preconditioner_fit, self._matrix
-        super().cleanup()
-        self.preconditioner_fit, self._matrix = fit, matrix
+        :rtype: Algorithm
+        """
+        return build_pavg(density, self.step_size, self.window, self.preconditioner)
+
+    def adaptation(self, density, num_warmup: int):
+        step_size = self._step_size_adaptation(num_warmup)
+        if self.preconditioner is not None:
+            return step_size
+        grid = CandidateGrid(density.layout, self.window)
+        self._fitting = PreconditionerAdaptation(grid, num_warmup, step_size)
+        return self._fitting
+
+    @property
+    def preconditioner_fit(self) -> Optional[PreconditionerFit]:
+        """The :class:`~pyro_gwg.proposals.ncg.PreconditionerFit` of the last warmup
+        (``None`` without one), also after the run."""
+        return self._fitting.fit if self._fitting is not None else None
 
     @property
     def preconditioner_matrix(self) -> Optional[torch.Tensor]:
-        """The ``[R, R]`` preconditioner in force (``None`` before :meth:`setup`)."""
-        return self._matrix
-
-    def _init_state(self, codes: torch.Tensor, value_and_grad) -> PAVGState:
-        grid = self._grid_for()
-        size = grid.relaxed_dim
-        if self._matrix is None:
-            self._matrix = torch.zeros(size, size, device=codes.device)
-        elif self._matrix.shape != (size, size):
-            raise ValueError(
-                "preconditioner has shape {} but the model has {} relaxed values (one "
-                "per binary or ordinal coordinate, K per categorical coordinate), so it "
-                "must be [{}, {}]".format(tuple(self._matrix.shape), size, size, size)
-            )
-        precond = preconditioner(self._matrix.to(codes.device), codes.shape[0])
-        return pavg_init(codes, value_and_grad, self._initial_step_sizes(codes), precond)
-
-    def _step(self, state: NamedTuple, value_and_grad) -> Tuple[PAVGState, FactorisedInfo]:
-        return pavg_step(state, value_and_grad, self._grid)
-
-    def _adapt(self, info: NamedTuple) -> None:
-        super()._adapt(info)
+        """The ``[R, R]`` preconditioner in force (``None`` before :meth:`setup`): the
+        given one, the fitted one, or zeros."""
         if self.preconditioner is not None:
-            return
-        step, start, fit_at = self._warmup_done, self._warmup_steps // 4, self._warmup_steps // 2
-        if self._warmup_steps < self.min_fit_warmup:
-            if step == self._warmup_steps:
-                warnings.warn(
-                    "PAVG needs at least {} warmup steps to estimate its preconditioner; "
-                    "running with M = 0 (AVG).".format(self.min_fit_warmup),
-                    UserWarning,
-                    stacklevel=2,
-                )
-            return
-        if start < step <= fit_at:
-            state, grid = self._state, self._grid
-            self._collected.append(
-                (grid.embed(state.codes), grid.flat_grad(state.grad), state.log_joint)
-            )
-        if step == fit_at:
-            self._fit()
-
-    def _fit(self) -> None:
-        states, grads, log_joints = (torch.stack(x) for x in zip(*self._collected))
-        self._collected = []
-        fit = fit_preconditioner(states, grads, log_joints, mask=self._grid.block_mask())
-        if fit is None:
-            warnings.warn(
-                "PAVG saw no moves while collecting warmup states; running with M = 0 (AVG).",
-                UserWarning,
-                stacklevel=2,
-            )
-            return
-        self.preconditioner_fit = fit
-        self._matrix = fit.matrix
-        precond = preconditioner(fit.matrix, self._state.codes.shape[0])
-        self._state = self._state._replace(eigvals=precond.eigvals, eigvecs=precond.eigvecs)
-        if self.adapt_step_size:
-            self._restart_adaptation()
+            return self.preconditioner
+        if self.preconditioner_fit is not None:
+            return self.preconditioner_fit.matrix
+        if self.energy is None:
+            return None
+        size = CandidateGrid(self.energy.layout, self.window).relaxed_dim
+        return torch.zeros(size, size)

@@ -19,12 +19,14 @@ from typing import Callable, NamedTuple, Tuple
 
 import torch
 
+from pyro_gwg.proposals.algorithm import Algorithm
 from pyro_gwg.proposals.blocks import (
     StepInfo,
     evaluate_changes,
     shift_values,
     step_info,
     value_windows,
+    window_width,
 )
 from pyro_gwg.proposals.gwg import _gumbel_argmax
 from pyro_gwg.proposals.layout import CoordinateLayout
@@ -100,3 +102,28 @@ def gibbs_step(
     changed = pick > 0
     move_prob = 1 - torch.softmax(logits, dim=-1)[:, 0]
     return new_state, step_info(changed, move_prob, changed.long(), width - 1)
+
+
+def build_gibbs(
+    density, window: int = 8, systematic: bool = False, chunk_size: int = 4096
+) -> Algorithm:
+    """Single-site Gibbs as an ``(init, step)`` pair on ``density`` (see
+    :mod:`pyro_gwg.proposals.algorithm`): :func:`gibbs_init` and :func:`gibbs_step`, with
+    the width of the value windows computed once.
+
+    :param density: a :class:`~pyro_gwg.density.Density`.
+    :param int window: cell width of unbounded coordinates.
+    :param bool systematic: sweep the coordinates in order instead of at random.
+    :param int chunk_size: most states per evaluation of the density.
+    :rtype: Algorithm
+    """
+    layout = density.layout
+    width = window_width(layout.lower, layout.upper, window)
+
+    def init(codes: torch.Tensor) -> GibbsState:
+        return gibbs_init(codes, density.log_joint)
+
+    def step(state: GibbsState) -> Tuple[GibbsState, StepInfo]:
+        return gibbs_step(state, density.log_joint, layout, width, window, systematic, chunk_size)
+
+    return Algorithm(init, step)

@@ -47,6 +47,7 @@ from typing import Callable, NamedTuple, Optional, Tuple
 
 import torch
 
+from pyro_gwg.proposals.algorithm import Algorithm
 from pyro_gwg.proposals.layout import CoordinateLayout
 from pyro_gwg.proposals.mh import accept_probability, metropolis_hastings, select
 
@@ -359,3 +360,31 @@ def gwg_step(
     one = torch.ones_like(move.draws[:, 0])  # one forward and one backward pass
     info = GWGInfo(accepted, accept_probability(log_ratio), move.distinct.sum(-1), one, one)
     return new_state, info
+
+
+def build_gwg(
+    density,
+    temperature: float = 2.0,
+    num_flips: int = 1,
+    uniform_weight: float = 0.0,
+) -> Algorithm:
+    """GWG as an ``(init, step)`` pair on ``density`` (see
+    :mod:`pyro_gwg.proposals.algorithm`): :func:`gwg_init` and :func:`gwg_step`.
+
+    :param density: a :class:`~pyro_gwg.density.Density`.
+    :param float temperature: proposal temperature.
+    :param int num_flips: coordinate draws per proposal.
+    :param float uniform_weight: weight of the uniform component of the proposal.
+    :rtype: Algorithm
+    """
+    layout = density.layout
+
+    def init(codes: torch.Tensor) -> GWGState:
+        return gwg_init(codes, density.value_and_grad, layout, temperature, uniform_weight)
+
+    def step(state: GWGState) -> Tuple[GWGState, GWGInfo]:
+        return gwg_step(
+            state, density.value_and_grad, layout, temperature, num_flips, uniform_weight
+        )
+
+    return Algorithm(init, step)

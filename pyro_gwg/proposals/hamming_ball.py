@@ -23,12 +23,15 @@ from typing import Callable, NamedTuple, Optional, Tuple
 
 import torch
 
+from pyro_gwg.proposals.algorithm import Algorithm
 from pyro_gwg.proposals.blocks import (
     StepInfo,
+    ball_shifts,
     evaluate_changes,
     shift_values,
     step_info,
     value_windows,
+    window_width,
 )
 from pyro_gwg.proposals.gwg import _gumbel_argmax
 from pyro_gwg.proposals.layout import CoordinateLayout
@@ -121,3 +124,53 @@ def hamming_ball_step(
     move_prob = 1 - (torch.softmax(logits, dim=-1) * stay).sum(-1)
     num_changed = (new_values != values).sum(-1)
     return new_state, step_info(num_changed > 0, move_prob, num_changed, shifts.shape[0])
+
+
+def build_hamming_ball(
+    density,
+    block_size: int = 10,
+    radius: int = 1,
+    blocks: Optional[torch.Tensor] = None,
+    window: int = 8,
+    chunk_size: int = 4096,
+) -> Algorithm:
+    """The Hamming ball sampler as an ``(init, step)`` pair on ``density`` (see
+    :mod:`pyro_gwg.proposals.algorithm`): :func:`hamming_ball_init` and
+    :func:`hamming_ball_step`, with the fixed blocks checked and the ball's shifts
+    computed once.
+
+    :param density: a :class:`~pyro_gwg.density.Density`.
+    :param int block_size: coordinates per block (capped at the number of
+        coordinates); ignored when ``blocks`` is given.
+    :param int radius: Hamming radius of the ball.
+    :param torch.Tensor blocks: optional long ``[num_blocks, B]`` fixed blocks of flat
+        coordinate indices.
+    :param int window: cell width of unbounded coordinates.
+    :param int chunk_size: most states per evaluation of the density.
+    :rtype: Algorithm
+    :raises ValueError: for blocks outside the coordinates or with repeated ones.
+    """
+    layout = density.layout
+    num_coords = layout.num_coords
+    device = layout.lower.device
+    if blocks is not None:
+        if bool((blocks < 0).any()) or bool((blocks >= num_coords).any()):
+            raise ValueError(
+                "blocks hold coordinate indices outside 0 .. {}".format(num_coords - 1)
+            )
+        if any(len(set(row.tolist())) != len(row) for row in blocks):
+            raise ValueError("every block must hold distinct coordinates")
+        blocks = blocks.to(device)
+        block_size = blocks.shape[1]
+    width = window_width(layout.lower, layout.upper, window)
+    shifts = ball_shifts(min(block_size, num_coords), radius, width).to(device)
+
+    def init(codes: torch.Tensor) -> HammingBallState:
+        return hamming_ball_init(codes, density.log_joint)
+
+    def step(state: HammingBallState) -> Tuple[HammingBallState, StepInfo]:
+        return hamming_ball_step(
+            state, density.log_joint, layout, shifts, window, blocks, chunk_size
+        )
+
+    return Algorithm(init, step)

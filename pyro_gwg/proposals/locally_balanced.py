@@ -23,6 +23,7 @@ from typing import Callable, NamedTuple, Tuple
 
 import torch
 
+from pyro_gwg.proposals.algorithm import Algorithm
 from pyro_gwg.proposals.blocks import StepInfo, cost, evaluate_changes
 from pyro_gwg.proposals.gwg import (
     apply_move,
@@ -155,3 +156,24 @@ def locally_balanced_step(
         accepted, accept_probability(log_ratio), move.distinct.sum(-1), evals, cost(codes, 0)
     )
     return new_state, info
+
+
+def build_locally_balanced(density, temperature: float = 2.0, chunk_size: int = 4096) -> Algorithm:
+    """The locally balanced sampler as an ``(init, step)`` pair on ``density`` (see
+    :mod:`pyro_gwg.proposals.algorithm`): :func:`locally_balanced_init` and
+    :func:`locally_balanced_step`.
+
+    :param density: a :class:`~pyro_gwg.density.Density`.
+    :param float temperature: proposal temperature.
+    :param int chunk_size: most states per evaluation of the density.
+    :rtype: Algorithm
+    """
+    layout = density.layout
+
+    def init(codes: torch.Tensor) -> LocallyBalancedState:
+        return locally_balanced_init(codes, density.log_joint, layout, chunk_size)
+
+    def step(state: LocallyBalancedState) -> Tuple[LocallyBalancedState, StepInfo]:
+        return locally_balanced_step(state, density.log_joint, layout, temperature, chunk_size)
+
+    return Algorithm(init, step)

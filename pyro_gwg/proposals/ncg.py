@@ -71,6 +71,7 @@ from typing import Callable, NamedTuple, Optional, Tuple
 
 import torch
 
+from pyro_gwg.proposals.algorithm import Algorithm
 from pyro_gwg.proposals.layout import CoordinateLayout
 from pyro_gwg.proposals.mh import accept_probability, metropolis_hastings, select
 
@@ -669,3 +670,87 @@ def fit_preconditioner(
     kind, scale, loss, matrix = best
     matrix = scale * matrix
     return PreconditionerFit(((matrix + matrix.T) / 2).to(dtype), kind, scale, loss, losses)
+
+
+def _initial_step_sizes(codes: torch.Tensor, step_size: float) -> torch.Tensor:
+    return torch.full((codes.shape[0],), float(step_size), device=codes.device)
+
+
+def build_ncg(density, step_size: float = 0.5, window: int = 10) -> Algorithm:
+    """NCG as an ``(init, step)`` pair on ``density`` (see
+    :mod:`pyro_gwg.proposals.algorithm`): :func:`ncg_init` and :func:`ncg_step`, with the
+    candidate grid built once. The step size lives in the state (``[C]``, one per
+    chain), where :mod:`pyro_gwg.adaptation` adapts it.
+
+    :param density: a :class:`~pyro_gwg.density.Density`.
+    :param float step_size: initial step size :math:`\\epsilon` of every chain.
+    :param int window: half-width of the candidate window of unbounded coordinates.
+    :rtype: Algorithm
+    """
+    grid = CandidateGrid(density.layout, window)
+
+    def init(codes: torch.Tensor) -> GradientState:
+        return ncg_init(codes, density.value_and_grad, _initial_step_sizes(codes, step_size))
+
+    def step(state: GradientState) -> Tuple[GradientState, FactorisedInfo]:
+        return ncg_step(state, density.value_and_grad, grid)
+
+    return Algorithm(init, step)
+
+
+def build_avg(density, step_size: float = 0.2, window: int = 10) -> Algorithm:
+    """AVG as an ``(init, step)`` pair on ``density``: :func:`avg_init` and
+    :func:`avg_step` (arguments as for :func:`build_ncg`).
+
+    :rtype: Algorithm
+    """
+    grid = CandidateGrid(density.layout, window)
+
+    def init(codes: torch.Tensor) -> GradientState:
+        return avg_init(codes, density.value_and_grad, _initial_step_sizes(codes, step_size))
+
+    def step(state: GradientState) -> Tuple[GradientState, FactorisedInfo]:
+        return avg_step(state, density.value_and_grad, grid)
+
+    return Algorithm(init, step)
+
+
+def build_pavg(
+    density,
+    step_size: float = 0.2,
+    window: int = 10,
+    matrix: Optional[torch.Tensor] = None,
+) -> Algorithm:
+    """PAVG as an ``(init, step)`` pair on ``density``: :func:`pavg_init` and
+    :func:`pavg_step`. The preconditioner's eigendecomposition lives in the state, where
+    :mod:`pyro_gwg.adaptation` replaces it when it fits ``M`` during warmup.
+
+    :param density: a :class:`~pyro_gwg.density.Density`.
+    :param float step_size: initial step size of every chain.
+    :param int window: half-width of the candidate window of unbounded coordinates.
+    :param torch.Tensor matrix: symmetric ``[R, R]`` preconditioner ``M`` (default 0:
+        AVG), ``R`` the number of relaxed values.
+    :rtype: Algorithm
+    :raises ValueError: for a matrix of the wrong shape.
+    """
+    grid = CandidateGrid(density.layout, window)
+    size = grid.relaxed_dim
+    device = density.layout.lower.device
+    if matrix is None:
+        matrix = torch.zeros(size, size, device=device)
+    elif matrix.shape != (size, size):
+        raise ValueError(
+            "preconditioner has shape {} but the model has {} relaxed values (one "
+            "per binary or ordinal coordinate, K per categorical coordinate), so it "
+            "must be [{}, {}]".format(tuple(matrix.shape), size, size, size)
+        )
+
+    def init(codes: torch.Tensor) -> PAVGState:
+        precond = preconditioner(matrix.to(codes.device), codes.shape[0])
+        steps = _initial_step_sizes(codes, step_size)
+        return pavg_init(codes, density.value_and_grad, steps, precond)
+
+    def step(state: PAVGState) -> Tuple[PAVGState, FactorisedInfo]:
+        return pavg_step(state, density.value_and_grad, grid)
+
+    return Algorithm(init, step)

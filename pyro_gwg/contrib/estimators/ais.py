@@ -418,8 +418,7 @@ def ais(
     energy = DiscreteEnergy(model, model_args, model_kwargs, max_plate_nesting=max_plate_nesting)
     base = _make_base(energy, base)
     annealed = EstimatorEnergy(energy, base, beta=0.0)
-    bind_kernel(kernel, annealed)
-    kernel.vectorized_chains = num_particles
+    driver = bind_kernel(kernel, annealed)
     with_grad = uses_gradient(kernel)
     codes = base.sample(num_particles).to(energy.device)
     log_weights = torch.zeros(num_particles, dtype=torch.float64, device=energy.device)
@@ -433,7 +432,7 @@ def ais(
         )
         if moves > 0:
             annealed.beta = float(betas[t])
-            codes = run_kernel(kernel, annealed, codes, num_moves)[0]
+            codes = run_kernel(driver, codes, num_moves)[0]
     _check_weights(log_weights)
     return AISResult(
         log_z=log_mean_exp(log_weights),

@@ -65,6 +65,7 @@ from pyro_gwg.contrib.estimators.weights import (
     log_mean_exp_se,
     residual_resample,
 )
+from pyro_gwg.driver import ChainDriver
 from pyro_gwg.energy import DiscreteEnergy
 from pyro_gwg.enumeration import StateIndex, exact_posterior
 from pyro_gwg.kernels.base import DiscreteKernel
@@ -376,9 +377,8 @@ def arm(
         following = EstimatorEnergy(build.energy(n + 1))
         counters.append(following)
         added = _added_values(current.layout, following.layout, n)
-        bind_kernel(kernel, current)
         steps = current.num_coords if num_moves == "sweep" else int(num_moves)
-        step = _Transition(kernel, current, following, added, steps)
+        step = _Transition(bind_kernel(kernel, current), current, following, added, steps)
         pools = [_Pool() for _ in range(num_runs)]
         moved = step.move_and_smooth(runs, steps)
         for pool, w, (codes, nxt, smooth) in zip(pools, log_weights, moved):
@@ -423,10 +423,10 @@ class _Settings(NamedTuple):
 
 
 class _Transition(NamedTuple):
-    """The step from one stage to the next: the kernel bound to the current stage, the
-    next stage's energy and the joint values of the coordinates it adds."""
+    """The step from one stage to the next: the chain driver of the kernel on the current
+    stage, the next stage's energy and the joint values of the coordinates it adds."""
 
-    kernel: DiscreteKernel
+    driver: ChainDriver
     current: EstimatorEnergy
     following: EstimatorEnergy
     added: torch.Tensor
@@ -436,7 +436,7 @@ class _Transition(NamedTuple):
         """Move every run's particles (one batched kernel run) and evaluate the next
         stage: ``[(codes, next_log_joint [R, K], log_smooth [R]) per run]``."""
         sizes = [s.shape[0] for s in starts]
-        codes, log_joint = run_kernel(self.kernel, self.current, torch.cat(starts), steps)
+        codes, log_joint = run_kernel(self.driver, torch.cat(starts), steps)
         nxt = _next_log_joint(self.following, codes, self.added)
         smooth = smooth_log_weights(nxt.double(), log_joint.double())
         return list(zip(codes.split(sizes), nxt.split(sizes), smooth.split(sizes)))

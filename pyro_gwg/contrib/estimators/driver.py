@@ -2,17 +2,16 @@ r"""Plumbing shared by the estimators: running any pyro-gwg kernel on a density 
 the estimator chooses (a tempered path, or one stage of a growing sequence), with
 evaluation counts.
 
-Every :class:`~pyro_gwg.kernels.base.DiscreteKernel` reads the density it targets from
-``kernel.energy`` (its ``value_and_grad``, ``log_joint`` and ``layout``) and from the
-``value_and_grad`` passed to ``_init_state`` / ``_step``. :class:`EstimatorEnergy` is a
-stand-in for :class:`~pyro_gwg.energy.DiscreteEnergy` that returns
+Every kernel samples a :class:`~pyro_gwg.density.Density` (its ``layout``,
+``log_joint`` and ``value_and_grad``) through a :class:`~pyro_gwg.driver.ChainDriver`.
+:class:`EstimatorEnergy` is the density of an estimator:
 
 .. math:: f_\beta(x) = \beta f(x) + (1 - \beta) \log p_0(x)
 
 (Grathwohl et al. 2021 [Grathwohl2021]_, Eq. 35) for a base distribution :math:`p_0` (or :math:`f`
 itself without a base) and counts the states it evaluates; :func:`bind_kernel`
-points a kernel at it and :func:`run_kernel` applies transitions to a batch of
-particles. The kernels' own warmup adaptation and compilation are not used.
+gives a kernel's chain driver on it and :func:`run_kernel` applies transitions to a
+batch of particles. The kernels' own warmup adaptation and compilation are not used.
 """
 
 from __future__ import annotations
@@ -21,9 +20,9 @@ from typing import NamedTuple, Optional, Tuple
 
 import torch
 
+from pyro_gwg.driver import ChainDriver
 from pyro_gwg.energy import DiscreteEnergy
 from pyro_gwg.kernels.base import DiscreteKernel
-from pyro_gwg.kernels.evaluating import EvaluatingKernel
 
 __all__ = ["EstimatorEnergy", "bind_kernel", "check_kernel", "run_kernel"]
 
@@ -146,36 +145,36 @@ def check_kernel(kernel, estimator: str) -> None:
 
 
 def uses_gradient(kernel: DiscreteKernel) -> bool:
-    """Whether ``kernel`` evaluates gradients (all but the evaluating kernels)."""
-    return not isinstance(kernel, EvaluatingKernel)
+    """Whether ``kernel`` evaluates gradients (its declared trait)."""
+    return kernel.needs_gradient
 
 
-def bind_kernel(kernel: DiscreteKernel, energy: EstimatorEnergy) -> None:
-    """Point ``kernel`` at ``energy``, clearing any per-model state it holds (step-size
-    grids, blocks, adaptation).
+def bind_kernel(kernel: DiscreteKernel, energy: EstimatorEnergy) -> ChainDriver:
+    """A chain driver of ``kernel`` on ``energy``, without warmup adaptation and
+    uncompiled (the estimators change the density between runs: a tempering
+    ``beta``, PCD's parameters).
 
     :param DiscreteKernel kernel: the kernel.
     :param EstimatorEnergy energy: the density it is to target.
+    :rtype: ChainDriver
     """
-    kernel.bind(energy)
+    return kernel.driver_for(energy)
 
 
 def run_kernel(
-    kernel: DiscreteKernel, energy: EstimatorEnergy, codes: torch.Tensor, num_steps: int
+    driver: ChainDriver, codes: torch.Tensor, num_steps: int
 ) -> Tuple[torch.Tensor, torch.Tensor]:
-    """Apply ``num_steps`` transitions of ``kernel`` (bound to ``energy``) to every row of
-    ``codes``: each row is an independent chain.
+    """Apply ``num_steps`` transitions of ``driver`` (from :func:`bind_kernel`) to every
+    row of ``codes``: each row is an independent chain.
 
-    :param DiscreteKernel kernel: the kernel, bound with :func:`bind_kernel`.
-    :param EstimatorEnergy energy: the density targeted.
+    :param ChainDriver driver: the kernel's driver on the estimator's density.
     :param torch.Tensor codes: long ``[C, D]`` starting states.
     :param int num_steps: transitions per chain (0: none).
-    :returns: ``(codes [C, D], log_joint [C])``: the final states and ``energy``'s log
+    :returns: ``(codes [C, D], log_joint [C])``: the final states and the density's log
         density there (evaluated afresh when ``num_steps`` is 0).
     """
     if num_steps <= 0:
-        return codes, energy.log_joint(codes)
-    state = kernel.init_state(codes, energy.value_and_grad)
-    for _ in range(num_steps):
-        state, _ = kernel.step(state, energy.value_and_grad)
-    return state.codes, state.log_joint
+        return codes, driver.density.log_joint(codes)
+    driver.init(codes)
+    driver.run(num_steps, every=num_steps)
+    return driver.state.codes, driver.state.log_joint

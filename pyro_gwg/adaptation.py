@@ -1,0 +1,181 @@
+r"""Warmup adaptation: host-side schemes that the chain driver calls after every warmup
+step.
+
+An adaptation has a ``static`` dict (the ``build`` arguments it sets, see
+:mod:`pyro_gwg.proposals.algorithm`; a change builds and compiles the transition anew)
+and a method ``update(t, state, info) -> state``, called with the 0-based warmup step
+``t`` (of ``num_warmup``), the state after that step and its ``info`` (``[C]`` fields);
+it returns the state to continue from (with an adapted step size or preconditioner
+written into it). Schemes:
+
+* :class:`NumFlipsAdaptation` (GWG): dual averaging on :math:`\log N`;
+* :class:`StepSizeAdaptation` (NCG, AVG, PAVG): dual averaging on :math:`\log\epsilon`,
+  one scheme per chain, on the ``step_size`` field of the state;
+* :class:`PreconditionerAdaptation` (PAVG): fits the preconditioner ``M`` from warmup
+  states, around a step-size adaptation.
+
+All use Pyro's :class:`~pyro.ops.dual_averaging.DualAveraging` (the scheme of Pyro's
+HMC and NUTS) with statistic ``target_accept_prob - accept_prob``.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Dict, List, NamedTuple, Optional, Tuple
+
+import torch
+from pyro.ops.dual_averaging import DualAveraging
+
+from pyro_gwg.proposals.ncg import (
+    CandidateGrid,
+    PreconditionerFit,
+    fit_preconditioner,
+    preconditioner,
+)
+
+__all__ = ["NumFlipsAdaptation", "PreconditionerAdaptation", "StepSizeAdaptation"]
+
+
+class NumFlipsAdaptation:
+    r"""The number of flips :math:`N` of GWG, adapted by dual averaging on
+    :math:`\log N` toward ``target_accept_prob`` (the chains' mean acceptance
+    probability as statistic), rounded to an integer in :math:`[1, D]` and frozen at the
+    rounded average iterate after the last warmup step.
+
+    :param int num_flips: starting value.
+    :param int num_coords: ``D``.
+    :param float target_accept_prob: target acceptance probability.
+    :param int num_warmup: warmup steps.
+    """
+
+    def __init__(
+        self, num_flips: int, num_coords: int, target_accept_prob: float, num_warmup: int
+    ) -> None:
+        self.static: Dict[str, int] = {"num_flips": int(num_flips)}
+        self.num_coords = num_coords
+        self.target_accept_prob = target_accept_prob
+        self.num_warmup = num_warmup
+        self._dual = DualAveraging(prox_center=math.log(num_flips))
+        #: the value frozen at the end of warmup (``None`` before)
+        self.adapted: Optional[int] = None
+
+    def update(self, t: int, state: NamedTuple, info: NamedTuple) -> NamedTuple:
+        self._dual.step(self.target_accept_prob - float(info.accept_prob.mean()))
+        log_flips, log_flips_avg = self._dual.get_state()
+        final = t + 1 >= self.num_warmup
+        log_flips = min(max(log_flips_avg if final else log_flips, 0.0), math.log(self.num_coords))
+        self.static = {"num_flips": max(1, min(round(math.exp(log_flips)), self.num_coords))}
+        if final:
+            self.adapted = self.static["num_flips"]
+        return state
+
+
+class StepSizeAdaptation:
+    r"""Per-chain dual averaging of the ``step_size`` field of the state on
+    :math:`\log\epsilon`, prox-centre :math:`\log(10\epsilon_0)` (as in Pyro's HMC),
+    bounded by :math:`|\log\epsilon| \le` ``max_log_step_size``, frozen at the
+    exponential of the averaged iterate after the last warmup step.
+
+    :param float target_accept_prob: target acceptance probability.
+    :param int num_warmup: warmup steps.
+    :param float max_log_step_size: bound on :math:`|\log\epsilon|` (a target on which
+        every proposal is accepted would otherwise push the step size to infinity).
+    """
+
+    static: Dict[str, object] = {}
+
+    def __init__(
+        self, target_accept_prob: float, num_warmup: int, max_log_step_size: float = 20.0
+    ) -> None:
+        self.target_accept_prob = target_accept_prob
+        self.num_warmup = num_warmup
+        self.max_log_step_size = max_log_step_size
+        self._dual: Optional[DualAveraging] = None
+
+    def restart(self, step_size: torch.Tensor) -> None:
+        """Start dual averaging afresh from the step sizes ``[C]`` in force."""
+        self._dual = DualAveraging(prox_center=(10 * step_size).log())
+
+    def update(self, t: int, state: NamedTuple, info: NamedTuple) -> NamedTuple:
+        if self._dual is None:
+            self.restart(state.step_size)
+        self._dual.step(self.target_accept_prob - info.accept_prob)
+        log_step, log_step_avg = self._dual.get_state()
+        log_step = log_step_avg if t + 1 >= self.num_warmup else log_step
+        bound = self.max_log_step_size
+        step_size = log_step.clamp(-bound, bound).exp().to(state.step_size.dtype)
+        return state._replace(step_size=step_size)
+
+
+class PreconditionerAdaptation:
+    """The warmup of PAVG without a given preconditioner: with ``W`` warmup steps,
+
+    1. steps ``1 .. W/4``: the state's ``M`` (0 at the start: AVG) while the step size
+       adapts;
+    2. steps ``W/4 + 1 .. W/2``: the states, gradients and log joints of every chain are
+       collected;
+    3. at step ``W/2``, :func:`~pyro_gwg.proposals.ncg.fit_preconditioner` fits ``M``,
+       the state takes its eigendecomposition and the step-size adaptation restarts;
+    4. the rest of warmup adapts the step size under the fitted ``M``.
+
+    Warmup shorter than :attr:`min_warmup` steps (or without a move while collecting)
+    keeps ``M`` with a warning.
+
+    :param CandidateGrid grid: the candidate grid of the density's layout.
+    :param int num_warmup: warmup steps.
+    :param StepSizeAdaptation step_size: the step-size adaptation to run around the fit,
+        or ``None`` for a fixed step size.
+    """
+
+    static: Dict[str, object] = {}
+    min_warmup = 8
+
+    def __init__(
+        self, grid: CandidateGrid, num_warmup: int, step_size: Optional[StepSizeAdaptation]
+    ) -> None:
+        self.grid = grid
+        self.num_warmup = num_warmup
+        self.step_size = step_size
+        self._collected: List[Tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
+        #: the :class:`~pyro_gwg.proposals.ncg.PreconditionerFit` (``None`` before the fit)
+        self.fit: Optional[PreconditionerFit] = None
+
+    def update(self, t: int, state: NamedTuple, info: NamedTuple) -> NamedTuple:
+        if self.step_size is not None:
+            state = self.step_size.update(t, state, info)
+        step, start, fit_at = t + 1, self.num_warmup // 4, self.num_warmup // 2
+        if self.num_warmup < self.min_warmup:
+            if step == self.num_warmup:
+                warnings.warn(
+                    "PAVG needs at least {} warmup steps to estimate its preconditioner; "
+                    "running with M = 0 (AVG).".format(self.min_warmup),
+                    UserWarning,
+                    stacklevel=2,
+                )
+            return state
+        if start < step <= fit_at:
+            grid = self.grid
+            self._collected.append(
+                (grid.embed(state.codes), grid.flat_grad(state.grad), state.log_joint)
+            )
+        if step == fit_at:
+            state = self._fit(state)
+        return state
+
+    def _fit(self, state: NamedTuple) -> NamedTuple:
+        states, grads, log_joints = (torch.stack(x) for x in zip(*self._collected))
+        self._collected = []
+        fit = fit_preconditioner(states, grads, log_joints, mask=self.grid.block_mask())
+        if fit is None:
+            warnings.warn(
+                "PAVG saw no moves while collecting warmup states; running with M = 0 (AVG).",
+                UserWarning,
+                stacklevel=3,
+            )
+            return state
+        self.fit = fit
+        precond = preconditioner(fit.matrix, state.codes.shape[0])
+        if self.step_size is not None:
+            self.step_size.restart(state.step_size)
+        return state._replace(eigvals=precond.eigvals, eigvecs=precond.eigvecs)

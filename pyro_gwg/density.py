@@ -1,0 +1,160 @@
+r"""The density protocol every kernel samples, and a density from a hand-written potential.
+
+A kernel never reads a Pyro model: it reads a :class:`Density`, an object with
+
+* ``layout``: the :class:`~pyro_gwg.proposals.layout.CoordinateLayout` of the ``D``
+  discrete coordinates (bits, bounded or unbounded ordinals, categories);
+* ``log_joint(codes)``: ``codes`` long ``[N, D]`` :math:`\to` the log density ``[N]``
+  (float64), up to a constant;
+* ``value_and_grad(codes)``: the log density and its gradient with respect to the
+  relaxed values, packed ``[N, D, W]`` as the layout module describes.
+
+Four objects implement it: the model bridge :class:`~pyro_gwg.DiscreteEnergy` (a Pyro
+model), the tempered density of the estimators
+(:class:`~pyro_gwg.estimators.driver.EstimatorEnergy`), the learnable model of PCD
+training (a :class:`~pyro_gwg.DiscreteEnergy` whose parameters change between runs) and
+:class:`PotentialDensity`, for users who have a log density as a function of the values
+and no Pyro model (the ``potential_fn`` entry of Pyro's HMC).
+
+A density may also provide ``traceable(num_chains)``: the same density without the
+checks that cannot run inside a compiled function (see :func:`traceable`).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Protocol, Tuple, runtime_checkable
+
+import torch
+
+from pyro_gwg.proposals.layout import CoordinateLayout
+from pyro_gwg.proposals.ncg import CandidateGrid
+
+__all__ = ["Density", "PotentialDensity", "binary_layout", "categorical_layout", "traceable"]
+
+
+@runtime_checkable
+class Density(Protocol):
+    """What a kernel needs of the distribution it samples (see the module docstring)."""
+
+    layout: CoordinateLayout
+
+    def log_joint(self, codes: torch.Tensor) -> torch.Tensor:
+        """``codes [N, D] -> [N]``: the log density, float64."""
+
+    def value_and_grad(self, codes: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """``codes [N, D] -> (log density [N], packed gradient [N, D, W])``."""
+
+
+def traceable(density: Density, num_chains: int) -> Density:
+    """The form of ``density`` that a compiler traces for ``num_chains`` chains: its
+    ``traceable(num_chains)`` where it has one, else the density itself.
+
+    :param Density density: the density.
+    :param int num_chains: the leading batch size of the traced states.
+    :rtype: Density
+    """
+    method = getattr(type(density), "traceable", None)
+    return density.traceable(num_chains) if method is not None else density
+
+
+def binary_layout(num_coords: int) -> CoordinateLayout:
+    """The layout of ``num_coords`` bits.
+
+    :param int num_coords: number of bits ``D``.
+    :rtype: CoordinateLayout
+    """
+    return CoordinateLayout(
+        torch.ones(num_coords, dtype=torch.bool),
+        torch.zeros(num_coords),
+        torch.ones(num_coords),
+        torch.ones(num_coords, dtype=torch.long),
+    )
+
+
+def categorical_layout(num_coords: int, num_categories: int) -> CoordinateLayout:
+    """The layout of ``num_coords`` categorical coordinates with ``num_categories``
+    values each.
+
+    :param int num_coords: number of coordinates ``D``.
+    :param int num_categories: values per coordinate ``K``.
+    :rtype: CoordinateLayout
+    """
+    return CoordinateLayout(
+        torch.zeros(num_coords, dtype=torch.bool),
+        torch.zeros(num_coords),
+        torch.full((num_coords,), float(num_categories - 1)),
+        torch.full((num_coords,), num_categories, dtype=torch.long),
+    )
+
+
+class PotentialDensity:
+    r"""A :class:`Density` from a hand-written log density of the relaxed values
+    :math:`\phi(x)` (numbers for bits and ordinals, one-hot vectors for categories),
+    for users without a Pyro model: the counterpart of the ``potential_fn`` of Pyro's
+    HMC (which takes the negative log density; this takes the log density).
+
+    :param callable log_density: ``phi [N, R] -> [N]``, differentiable in ``phi``,
+        with ``R`` the number of relaxed values (one per scalar coordinate, ``K`` per
+        categorical one, in coordinate order).
+    :param CoordinateLayout layout: the coordinates (:func:`binary_layout`,
+        :func:`categorical_layout` or a :class:`CoordinateLayout`).
+
+    Example::
+
+        >>> import torch
+        >>> from pyro_gwg.density import PotentialDensity, binary_layout
+        >>> coupling = torch.tensor([[0.0, 0.5], [0.5, 0.0]])
+        >>> density = PotentialDensity(lambda x: (x @ coupling * x).sum(-1), binary_layout(2))
+        >>> density.log_joint(torch.tensor([[1, 1], [1, 0]]))
+        tensor([1., 0.], dtype=torch.float64)
+    """
+
+    def __init__(self, log_density: Callable[[torch.Tensor], torch.Tensor], layout) -> None:
+        if not callable(log_density):
+            raise TypeError("log_density must be callable, got {!r}".format(log_density))
+        if not isinstance(layout, CoordinateLayout):
+            raise TypeError(
+                "layout must be a CoordinateLayout (see binary_layout and "
+                "categorical_layout), got {}".format(type(layout).__name__)
+            )
+        self.log_density = log_density
+        self.layout = layout
+        self._grid = CandidateGrid(layout)
+        # where each relaxed value's derivative goes in the packed [N, D, W] gradient
+        self._slot = self._grid.coord * layout.grad_width + self._grid.category
+
+    def _evaluate(self, codes: torch.Tensor, with_grad: bool):
+        phi = self._grid.embed(codes).requires_grad_(with_grad)
+        with torch.set_grad_enabled(with_grad):
+            value = self.log_density(phi)
+        if value.shape != codes.shape[:1]:
+            raise ValueError(
+                "log_density must return one value per state, shape [{}], got {}".format(
+                    codes.shape[0], tuple(value.shape)
+                )
+            )
+        return phi, value
+
+    def log_joint(self, codes: torch.Tensor) -> torch.Tensor:
+        """The log density at ``codes [N, D]``, float64.
+
+        :rtype: torch.Tensor
+        """
+        return self._evaluate(codes, False)[1].detach().double()
+
+    def value_and_grad(self, codes: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """The log density at ``codes [N, D]`` and its packed gradient ``[N, D, W]``.
+
+        :rtype: tuple
+        """
+        with torch.enable_grad():
+            phi, value = self._evaluate(codes, True)
+            grad = None
+            if value.requires_grad:
+                (grad,) = torch.autograd.grad(value.sum(), phi, allow_unused=True)
+        if grad is None:  # a density that does not depend on the values
+            grad = torch.zeros_like(phi)
+        packed = grad.new_zeros(codes.shape[0], self.layout.num_coords * self.layout.grad_width)
+        packed[:, self._slot] = grad
+        packed = packed.reshape(codes.shape[0], self.layout.num_coords, self.layout.grad_width)
+        return value.detach().double(), torch.where(packed.abs() < float("inf"), packed, 0.0)

@@ -1,0 +1,123 @@
+"""The chain driver, the functional kernels and the density protocol."""
+
+import pyro
+import pytest
+import torch
+from exactness import assert_exact
+from pyro_gwg.enum import exact_posterior
+from small_models import SUITE
+
+import pyro_gwg
+from pyro_gwg.density import Density, PotentialDensity, binary_layout, traceable
+from pyro_gwg.driver import ChainDriver
+from pyro_gwg.kernels import REGISTRY
+
+COUPLING = torch.tensor(
+    [[0.0, 0.8, -0.5, 0.0], [0.8, 0.0, 0.3, 0.6], [-0.5, 0.3, 0.0, -0.9], [0.0, 0.6, -0.9, 0.0]]
+)
+BIAS = torch.tensor([0.2, -0.4, 0.1, 0.3])
+
+
+def _ising(x):
+    return (x @ COUPLING * x).sum(-1) / 2 + x @ BIAS
+
+
+def _ising_model():
+    x = pyro.sample("x", pyro.distributions.Bernoulli(0.5).expand([4]).to_event(1))
+    pyro.factor("f", _ising(x))
+
+
+@pytest.fixture(scope="module")
+def exact():
+    return exact_posterior(_ising_model)
+
+
+def test_potential_density_matches_the_pyro_model():
+    density = PotentialDensity(_ising, binary_layout(4))
+    energy = pyro_gwg.DiscreteEnergy(_ising_model)
+    codes = torch.tensor([[0, 1, 1, 0], [1, 1, 0, 1], [0, 0, 0, 0]])
+    value, grad = density.value_and_grad(codes)
+    expected, expected_grad = energy.value_and_grad(codes)
+    # the model adds the prior's constant 4 log(1/2)
+    assert torch.allclose(value - value[2], expected - expected[2])
+    assert torch.allclose(grad, expected_grad, atol=1e-6)
+    assert isinstance(density, Density) and isinstance(energy, Density)
+    assert traceable(density, 3) is density
+
+
+@pytest.mark.parametrize("name", sorted(REGISTRY))
+def test_every_kernel_samples_a_hand_written_potential(name, exact):
+    # a density with no Pyro model behind it: only the protocol
+    pyro.set_rng_seed(0)
+    kernel = getattr(pyro_gwg, name)()
+    driver = kernel.driver_for(PotentialDensity(_ising, binary_layout(4)), num_warmup=100)
+    driver.init(torch.randint(0, 2, (16, 4)))
+    driver.run(100, every=8)
+    draws = []
+    driver.run(800, lambda t, info, codes, log_joint: draws.append(codes), every=8)
+    assert_exact(torch.cat(draws, 1), exact)
+
+
+def test_build_reads_only_its_arguments():
+    # the (init, step) pair works without setup, on a density it was never bound to,
+    # for gradient-free kernels too (they read the density they are built on)
+    energy = pyro_gwg.DiscreteEnergy(*SUITE["coupled_binary_field"])
+    for name in sorted(REGISTRY):
+        init, step = getattr(pyro_gwg, name)().build(energy)
+        state, info = step(init(energy.initial_codes(3)))
+        assert state.codes.shape == (3, energy.num_coords) and info.accepted.shape == (3,)
+
+
+def test_blocks_are_compiled_once_per_length_and_setting():
+    kernel = pyro_gwg.GWG(_ising_model, jit_compile=True)
+    kernel.vectorized_chains = 4
+    kernel.setup(0)
+    driver = kernel.driver
+    driver.run(24, every=8)
+    assert len(driver._compiled) == 1
+    driver.run(5, every=8)  # a shorter last block runs eagerly
+    assert {key[0] for key in driver._compiled} == {8, 5}
+    assert driver.t == 29
+
+
+def test_warmup_adapts_one_step_at_a_time_and_rebuilds_for_new_settings():
+    pyro.set_rng_seed(0)
+    kernel = pyro_gwg.GWG(pyro_gwg.models.lattice_ising, num_flips=1, adapt_num_flips=True)
+    kernel.vectorized_chains = 8
+    kernel.setup(60, size=6, coupling=0.2)
+    driver = kernel.driver
+    blocks = []
+    driver.run(60, lambda t, info, codes, log_joint: blocks.append(codes.shape[1]), every=8)
+    assert blocks == [1] * 60
+    assert kernel.adapted_num_flips > 1
+    assert len({key[3:] for key in driver._compiled}) > 1  # one per num_flips visited
+    assert driver.moves.moved is None  # nothing after warmup yet
+    driver.run(16, every=8)
+    assert driver.moves.steps == 16
+
+
+def test_deprecated_entry_points_still_work_and_warn():
+    energy = pyro_gwg.DiscreteEnergy(*SUITE["coupled_binary_field"])
+    kernel = pyro_gwg.NCG()
+    with pytest.warns(DeprecationWarning, match="bind is deprecated"):
+        kernel.bind(energy)
+    with pytest.warns(DeprecationWarning, match="init_state is deprecated"):
+        state = kernel.init_state(energy.initial_codes(2))
+    with pytest.warns(DeprecationWarning, match="step is deprecated"):
+        state, info = kernel.step(state)
+    assert info.accepted.shape == (2,)
+    with pytest.warns(DeprecationWarning, match="initial_step_size"):
+        assert pyro_gwg.AVG(initial_step_size=0.3).step_size == 0.3
+
+
+def test_a_chain_driver_on_a_tempered_density_reads_that_density():
+    # the gradient-free kernels once ignored the density given to their step
+    energy = pyro_gwg.DiscreteEnergy(_ising_model)
+    flat = PotentialDensity(lambda x: torch.zeros(x.shape[0]), binary_layout(4))
+    for kernel in (pyro_gwg.Gibbs(), pyro_gwg.GWG()):
+        pyro.set_rng_seed(0)
+        driver: ChainDriver = kernel.driver_for(flat)
+        driver.init(energy.initial_codes(256))
+        driver.run(30, every=10)
+        # uniform target: every bit is a fair coin, whatever the model's couplings say
+        assert abs(float(driver.state.codes.float().mean()) - 0.5) < 0.05
