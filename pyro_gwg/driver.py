@@ -120,10 +120,13 @@ class ChainDriver:
     def init(self, codes: torch.Tensor) -> NamedTuple:
         """Start the chains at ``codes`` (long ``[C, D]``, one evaluation of the
         density); the step counter keeps its value, so that a restart during warmup
-        continues the warmup.
+        continues the warmup, and so does the record of moves unless the number of
+        chains changed.
 
         :rtype: NamedTuple
         """
+        if self.state is None or self.state.codes.shape != codes.shape:
+            self.moves = MoveMonitor()  # other chains: their moves are counted afresh
         self.state = self.algorithm.init(codes)
         return self.state
 

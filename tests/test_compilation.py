@@ -27,6 +27,7 @@ def _setup(name, num_chains, **kwargs):
     return kernel
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["coupled_binary_field", "mixed_kinds"])
 def test_inductor_transitions_equal_eager_ones(name):
     # with the eager random number generator inside the compiled graph, a compiled run
@@ -169,8 +170,9 @@ def test_mixed_gibbs_runs_its_discrete_kernel_eagerly():
         pyro.sample("z", dist.Bernoulli(logits=mu))
 
     kernel = GWG()
-    MixedGibbs(NUTS(model), kernel)
-    assert kernel.jit_compile is False
+    mixed = MixedGibbs(NUTS(model), kernel)
+    assert mixed.discrete_kernel.jit_compile is False
+    assert kernel.jit_compile == "auto"  # the user's kernel is left as it was
     with pytest.raises(UnsupportedModelError, match="jit_compile=False"):
         MixedGibbs(NUTS(model), GWG(jit_compile="inductor"))
 
@@ -180,6 +182,7 @@ def _transition(x):
     return compilation._probe(x)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["compile", "make_fx", "trace"])
 def test_each_backend_agrees_with_eager_mode(backend):
     x = torch.tensor([[0, 1, 1, 0, 1], [1, 1, 0, 1, 0], [0, 0, 0, 1, 1]])
@@ -195,6 +198,7 @@ def test_each_backend_agrees_with_eager_mode(backend):
         assert torch.allclose(got.float(), want.float())
 
 
+@pytest.mark.slow
 def test_the_probe_chooses_the_public_compiler_once_per_process(monkeypatch):
     compilation._choose_backend.cache_clear()
     calls = []

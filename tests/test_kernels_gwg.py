@@ -169,6 +169,7 @@ def test_initial_params_are_honoured():
     assert (first != start).sum() <= 1  # one single-flip step from the given state
 
 
+@pytest.mark.slow
 def test_kernel_pickles_and_runs_chains_in_parallel(worker_processes):
     import pickle
 
@@ -258,6 +259,7 @@ def _adapted(coupling, warmup_steps=300, **kw):
     return kernel, mcmc
 
 
+@pytest.mark.slow
 def test_auto_num_flips_reaches_the_target_acceptance():
     weak, weak_run = _adapted(0.2)
     strong, strong_run = _adapted(0.5)
@@ -271,6 +273,7 @@ def test_auto_num_flips_reaches_the_target_acceptance():
     assert cautious.adapted_num_flips < weak.adapted_num_flips
 
 
+@pytest.mark.slow
 def test_auto_num_flips_starts_from_sqrt_d_and_adapts_in_pyro_mcmc():
     kernel = GWG(lattice_ising, num_flips="auto")
     kernel.setup(0, size=10, coupling=0.3)

@@ -113,6 +113,7 @@ def assert_close(draws, exact, what):
     )
 
 
+@pytest.mark.exactness
 def test_gaussian_mixture_with_index_assignments_is_exact():
     pyro.set_rng_seed(0)
     mcmc = MCMC(
@@ -223,3 +224,12 @@ def test_each_half_step_refreshes_the_other_kernel(monkeypatch):
     for _ in range(3):
         params = kernel.sample(params)
     assert calls == ["hmc", "discrete"] * 3
+
+
+def test_the_users_kernels_are_not_modified():
+    nuts, gwg = NUTS(gaussian_mixture), GWG()
+    before = (nuts.model, gwg.model, gwg.jit_compile)
+    kernel = MixedGibbs(nuts, gwg)
+    assert (nuts.model, gwg.model, gwg.jit_compile) == before
+    assert kernel.inner_kernel is not nuts and kernel.discrete_kernel is not gwg
+    assert kernel.discrete_kernel.jit_compile is False

@@ -60,6 +60,7 @@ def test_results_interface_matches_pyro():
     assert all(v > 0 for v in mcmc.timing.values())
 
 
+@pytest.mark.slow
 def test_sequential_and_parallel_chain_methods(worker_processes):
     model, args = SUITE["nested_plates"]
     pyro.set_rng_seed(0)
@@ -73,6 +74,7 @@ def test_sequential_and_parallel_chain_methods(worker_processes):
     assert par.get_statistics()["accepted"].shape == (2, 40)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("chain_method", ["vectorized", "sequential", "parallel"])
 def test_thinning_keeps_every_kth_draw(chain_method, request):
     if chain_method == "parallel":
@@ -268,6 +270,7 @@ def test_disable_validation_none_leaves_pyros_setting():
         seen.clear()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("chain_method", ["vectorized", "sequential"])
 def test_save_params_keeps_only_the_named_sites(chain_method):
     model, args = SUITE["mixed_kinds"]
@@ -692,15 +695,17 @@ def test_kernel_statistics_are_stored_compactly_with_the_same_diagnostics(num_ch
     kernel = GWG(model)
     kernel.vectorized_chains = num_chains
     kernel.setup(4, y)
-    infos, transition = [], kernel.transition
+    infos, run = [], kernel.driver.run
 
-    def recording():  # every step's statistics, as the kernel hands them out
-        info, values = transition()
-        infos.append({k: v.clone() for k, v in info._asdict().items()})
-        infos[-1]["log_joint"] = kernel.state.log_joint.clone()
-        return info, values
+    def recording(num_steps, observe=None, *args):  # every step's statistics
+        def observed(t, info, codes, log_joint):
+            infos.append({k: v[:, 0].clone() for k, v in info._asdict().items()})
+            infos[-1]["log_joint"] = log_joint[:, 0].clone()
+            observe(t, info, codes, log_joint)
 
-    kernel.transition = recording
+        run(num_steps, observed, *args)
+
+    kernel.driver.run = recording
     params = kernel.initial_params
     for _ in range(4 + 300):  # 300 draws: the buffers grow several times
         params = kernel.sample(params)

@@ -18,6 +18,7 @@ changed.
 
 from __future__ import annotations
 
+import copy
 from collections import OrderedDict
 from typing import Dict, Optional
 
@@ -43,8 +44,12 @@ class MixedGibbs(MCMCKernel):
         kernel built on the model (``jit_compile=False``: a compiled potential would
         freeze the discrete values).
     :param DiscreteKernel discrete_kernel: e.g. ``GWG()`` (its model is taken from
-        ``inner_kernel``); it runs eagerly for the same reason: its default
-        ``jit_compile="auto"`` is turned off, an explicit compiler is an error.
+        ``inner_kernel``); it runs eagerly for the same reason (its default
+        ``jit_compile="auto"`` means eager here, an explicit compiler is an error).
+
+    The sweep runs copies of the two kernels, conditioned on each other's sites; the
+    kernels passed in are not modified. Read what they adapted from
+    :attr:`inner_kernel` and :attr:`discrete_kernel` of this object.
 
     Example::
 
@@ -78,20 +83,23 @@ class MixedGibbs(MCMCKernel):
                 "MixedGibbs needs the inner kernel to be built on the model: "
                 "MixedGibbs(NUTS(model), GWG())."
             )
-        if discrete_kernel.jit_compile == "auto":
-            discrete_kernel.jit_compile = False
-        if _trace.kernel_jit_compiles(inner_kernel) or discrete_kernel.jit_compile:
+        if _trace.kernel_jit_compiles(inner_kernel) or discrete_kernel.jit_compile not in (
+            "auto",
+            False,
+        ):
             raise UnsupportedModelError(
                 "MixedGibbs needs jit_compile=False on both kernels: a compiled log "
                 "density would freeze the values of the other kernel's sites."
             )
-        self.inner_kernel = inner_kernel
-        self.discrete_kernel = discrete_kernel
+        # the sweep runs copies: the user's kernels stay as they were given
+        self.inner_kernel = copy.deepcopy(inner_kernel)
+        self.discrete_kernel = copy.deepcopy(discrete_kernel)
+        self.discrete_kernel.jit_compile = False
         # values of each kernel's sites, read by the other kernel's conditioned model
         self._discrete_values: Dict[str, torch.Tensor] = {}
         self._continuous_values: Dict[str, torch.Tensor] = {}
-        inner_kernel.model = poutine.condition(self.model, data=self._discrete_values)
-        discrete_kernel.model = poutine.condition(self.model, data=self._continuous_values)
+        self.inner_kernel.model = poutine.condition(self.model, data=self._discrete_values)
+        self.discrete_kernel.model = poutine.condition(self.model, data=self._continuous_values)
         self._discrete_names: list = []
         self._initial_params: Optional[Dict[str, torch.Tensor]] = None
 

@@ -89,6 +89,7 @@ def test_monte_carlo_score_matches_exact_score(t):
 
 
 # ---------------------------------------------------------------------- sampling
+@pytest.mark.slow
 def test_gaussian_mixture_moments():
     torch.manual_seed(1)
     mixture = GaussianMixture.example_2d()
@@ -198,6 +199,7 @@ def test_four_mode_tanh_proportions():
     assert_mode_proportions(sampler.sample(400).samples, FOUR_MODE_CENTRES, exact)
 
 
+@pytest.mark.slow
 def test_himmelblau_proportions():
     torch.manual_seed(4)
     exact = mode_probabilities(himmelblau, HIMMELBLAU_MODES, -7, 7, 1400)

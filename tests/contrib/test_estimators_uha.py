@@ -248,6 +248,7 @@ def test_gradients_reach_every_tuned_parameter(data, fitted_q):
         assert torch.isfinite(param.grad).all() and (param.grad != 0).all(), name
 
 
+@pytest.mark.slow
 def test_tuning_tightens_the_bound(data, fitted_q):
     torch.manual_seed(5)
     log_z = linear_regression_log_evidence(*data)

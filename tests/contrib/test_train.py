@@ -75,6 +75,7 @@ def _exact_data(model, *args, num=2000):
     return exact_posterior(model, *args).sample(num)
 
 
+@pytest.mark.slow
 def test_pcd_recovers_ising_couplings():
     pyro.set_rng_seed(0)
     true = lattice_couplings(3, 0.25)
@@ -101,6 +102,7 @@ def test_pcd_recovers_ising_couplings():
     assert float(learned[~bonds].abs().mean()) < 0.07
 
 
+@pytest.mark.slow
 def test_pcd_potts_with_group_l1_and_gibbs():
     # Potts couplings are identified only up to shifts absorbed by the fields, so the
     # check is on the learned distribution: total variation to the truth, by enumeration
