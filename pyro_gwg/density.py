@@ -11,7 +11,7 @@ A kernel never reads a Pyro model: it reads a :class:`Density`, an object with
 
 Four objects implement it: the model bridge :class:`~pyro_gwg.DiscreteEnergy` (a Pyro
 model), the tempered density of the estimators
-(:class:`~pyro_gwg.estimators.driver.EstimatorEnergy`), the learnable model of PCD
+(:class:`~pyro_gwg.contrib.estimators.driver.EstimatorEnergy`), the learnable model of PCD
 training (a :class:`~pyro_gwg.DiscreteEnergy` whose parameters change between runs) and
 :class:`PotentialDensity`, for users who have a log density as a function of the values
 and no Pyro model (the ``potential_fn`` entry of Pyro's HMC).

@@ -261,7 +261,8 @@ class PAVG(FactorisedKernel):
 
     :param torch.Tensor preconditioner: ``[R, R]`` symmetric ``M``, or ``None`` to
         estimate it during warmup.
-    :param float initial_step_size: start of the adaptation (default 0.2).
+    :param float step_size: start of the adaptation (default 0.2), or its fixed value
+        with ``adapt_step_size=False``.
 
     Other arguments and statistics as in :class:`NCG`.
     """
