@@ -76,7 +76,10 @@ class ChainDriver:
     :param int num_warmup: warmup steps (adapted, when there is an adaptation).
     :param str backend: the compiler of blocks of transitions (a backend of
         :func:`~pyro_gwg.compilation.compile_function`: ``"make_fx"``, ``"compile"``,
-        ``"trace"``), or ``None`` for eager transitions.
+        ``"trace"``), or ``None`` for eager transitions. A density with a dictionary
+        ``inputs`` of tensors that change between calls (see
+        :class:`~pyro_gwg.DiscreteEnergy`) has them passed to the compiled function as
+        arguments, with their values of each call.
 
     :ivar NamedTuple state: the chains' state (``None`` before :meth:`init`).
     :ivar int t: transitions taken since :meth:`init`.
@@ -203,21 +206,31 @@ class ChainDriver:
             self.build(traceable(density, num_chains), **self.static).step, num_steps, code_dtype
         )
         state_type, info_types = type(state), []
+        # tensors the density reads that change between calls: arguments, not constants
+        inputs = getattr(density, "inputs", None) or {}
+        names = list(inputs)
+        num_state = len(state)
 
         def flat(*tensors: torch.Tensor) -> tuple:
-            with density.recording() as evaluations:
-                new_state, info, codes, log_joint = block(state_type(*tensors))
+            given = dict(inputs)
+            inputs.update(zip(names, tensors[num_state:]))
+            try:
+                with density.recording() as evaluations:
+                    new_state, info, codes, log_joint = block(state_type(*tensors[:num_state]))
+            finally:
+                inputs.update(given)
             info_types.append(type(info))
             checks = invalid_evaluations(evaluations, new_state.codes)
             return (*new_state, *info, codes, log_joint, *checks)
 
-        compiled = compile_function(flat, tuple(state), backend)
+        example = tuple(state) + tuple(inputs[name] for name in names)
+        compiled = compile_function(flat, example, backend)
         if compiled is None:
             return _blocks(self.algorithm.step, num_steps, code_dtype)
-        num_state, num_info = len(state), len(info_types[0]._fields)
+        num_info = len(info_types[0]._fields)
 
         def run(current: NamedTuple) -> tuple:
-            out = compiled(*current)
+            out = compiled(*current, *(inputs[name] for name in names))
             invalid, bad_codes = out[-2:]
             if bool(invalid):
                 density.raise_invalid(bad_codes)

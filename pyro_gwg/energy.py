@@ -109,6 +109,12 @@ class DiscreteEnergy:
         it. Like Pyro's HMC, the model's Python control flow must not depend on latent
         values (a model whose control flow reads them is refused; the compiled
         function is also checked against the eager one at two states).
+    :param dict inputs: tensors that the model reads and that change between
+        evaluations, in a dictionary that the caller updates in place (for example the
+        data of a ``poutine.condition`` around the model: the continuous sites of
+        :class:`~pyro_gwg.MixedGibbs`). A compiled transition takes them as arguments
+        (see :class:`~pyro_gwg.driver.ChainDriver`) instead of freezing the values of
+        the moment it was traced, and the energy is then not compiled on its own.
     :param callable init_strategy: a Pyro per-site initialisation function
         (default :func:`~pyro.infer.autoguide.initialization.init_to_sample`).
     :param int max_init_tries: initial states tried per chain before giving up.
@@ -134,6 +140,7 @@ class DiscreteEnergy:
         *,
         max_plate_nesting: Optional[int] = None,
         jit_compile: bool = False,
+        inputs: Optional[Dict[str, torch.Tensor]] = None,
         init_strategy=init_to_sample,
         max_init_tries: int = 100,
     ) -> None:
@@ -148,7 +155,10 @@ class DiscreteEnergy:
         self.model = model
         self.model_args = tuple(model_args)
         self.model_kwargs = dict(model_kwargs or {})
-        self.jit_compile = jit_compile
+        if inputs is not None and not isinstance(inputs, dict):
+            raise TypeError("inputs must be a dict of tensors, got {!r}".format(inputs))
+        self.inputs = inputs
+        self.jit_compile = jit_compile and inputs is None
         self.init_strategy = init_strategy
         self.max_init_tries = int(max_init_tries)
         trace = self._prototype_trace()

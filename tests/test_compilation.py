@@ -164,17 +164,18 @@ def test_bad_jit_compile_values_are_refused():
         compilation.compile_function(lambda x: (x,), (torch.zeros(1),), "xla")
 
 
-def test_mixed_gibbs_runs_its_discrete_kernel_eagerly():
+def test_mixed_gibbs_compiles_its_discrete_kernel_with_the_continuous_values_as_inputs():
     def model():
         mu = pyro.sample("mu", dist.Normal(0.0, 1.0))
         pyro.sample("z", dist.Bernoulli(logits=mu))
 
-    kernel = GWG()
+    kernel = GWG(jit_compile=True)
     mixed = MixedGibbs(NUTS(model), kernel)
-    assert mixed.discrete_kernel.jit_compile is False
-    assert kernel.jit_compile == "auto"  # the user's kernel is left as it was
-    with pytest.raises(UnsupportedModelError, match="jit_compile=False"):
-        MixedGibbs(NUTS(model), GWG(jit_compile="inductor"))
+    # the discrete half compiles, with the continuous values as arguments
+    assert mixed.discrete_kernel.inputs is mixed._continuous_values
+    assert kernel.inputs is None  # the user's kernel is left as it was
+    with pytest.raises(UnsupportedModelError, match="jit_compile=False on the HMC/NUTS"):
+        MixedGibbs(NUTS(model, jit_compile=True), GWG())
 
 
 def _transition(x):

@@ -4,12 +4,12 @@ import pyro
 import pytest
 import torch
 from exactness import assert_exact
-from pyro_gwg.enum import exact_posterior
 from small_models import SUITE
 
 import pyro_gwg
 from pyro_gwg.density import Density, PotentialDensity, binary_layout, traceable
 from pyro_gwg.driver import ChainDriver
+from pyro_gwg.enumeration import exact_posterior
 from pyro_gwg.kernels import REGISTRY
 
 COUPLING = torch.tensor(
@@ -121,3 +121,27 @@ def test_a_chain_driver_on_a_tempered_density_reads_that_density():
         driver.run(30, every=10)
         # uniform target: every bit is a fair coin, whatever the model's couplings say
         assert abs(float(driver.state.codes.float().mean()) - 0.5) < 0.05
+
+
+def test_compiled_transitions_take_the_energys_inputs_as_arguments():
+    # MixedGibbs's discrete half: a model conditioned on values that change between
+    # steps compiles once and reads their current values, not those of the tracing
+    values = {"mu": torch.tensor(0.0)}
+
+    def model():
+        mu = pyro.sample("mu", pyro.distributions.Normal(0.0, 1.0))
+        pyro.sample("x", pyro.distributions.Bernoulli(logits=mu).expand([3]).to_event(1))
+
+    kernel = pyro_gwg.GWG(pyro.poutine.condition(model, data=values), jit_compile=True)
+    kernel.inputs = values
+    kernel.vectorized_chains = 4
+    kernel.setup(0)
+    driver = kernel.driver
+    driver.run(8, every=8)
+    blocks = []
+    for mu in (4.0, -4.0):
+        values["mu"] = torch.tensor(mu)
+        kernel.refresh()
+        driver.run(8, lambda t, info, codes, log_joint: blocks.append(log_joint), every=8)
+        assert torch.allclose(blocks[-1][:, -1], kernel.energy.log_joint(driver.state.codes))
+    assert len(driver._compiled) == 1 and driver.backend == "trace"

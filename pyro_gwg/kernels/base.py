@@ -112,6 +112,9 @@ class DiscreteKernel(MCMCKernel):
         self.init_strategy = init_strategy
         self.transforms: Dict[str, object] = {}
         self.vectorized_chains = 1
+        #: tensors the model reads that change between steps (see the ``inputs`` of
+        #: :class:`~pyro_gwg.DiscreteEnergy`); set by :class:`~pyro_gwg.MixedGibbs`
+        self.inputs: Optional[Dict[str, torch.Tensor]] = None
         self.energy: Optional[DiscreteEnergy] = None
         self.driver: Optional[ChainDriver] = None
         self._initial_params: Optional[Dict[str, torch.Tensor]] = None
@@ -186,6 +189,7 @@ class DiscreteKernel(MCMCKernel):
             kwargs,
             max_plate_nesting=self.max_plate_nesting,
             jit_compile=bool(self.jit_compile),
+            inputs=self.inputs,
             init_strategy=self.init_strategy,
         )
         if not bool((energy.layout.num_values() > 1).any()):

@@ -44,8 +44,8 @@ class MixedGibbs(MCMCKernel):
         kernel built on the model (``jit_compile=False``: a compiled potential would
         freeze the discrete values).
     :param DiscreteKernel discrete_kernel: e.g. ``GWG()`` (its model is taken from
-        ``inner_kernel``); it runs eagerly for the same reason (its default
-        ``jit_compile="auto"`` means eager here, an explicit compiler is an error).
+        ``inner_kernel``); its transition compiles as on its own (``jit_compile``),
+        with the continuous values as arguments of the compiled function.
 
     The sweep runs copies of the two kernels, conditioned on each other's sites; the
     kernels passed in are not modified. Read what they adapted from
@@ -83,23 +83,22 @@ class MixedGibbs(MCMCKernel):
                 "MixedGibbs needs the inner kernel to be built on the model: "
                 "MixedGibbs(NUTS(model), GWG())."
             )
-        if _trace.kernel_jit_compiles(inner_kernel) or discrete_kernel.jit_compile not in (
-            "auto",
-            False,
-        ):
+        if _trace.kernel_jit_compiles(inner_kernel):
             raise UnsupportedModelError(
-                "MixedGibbs needs jit_compile=False on both kernels: a compiled log "
-                "density would freeze the values of the other kernel's sites."
+                "MixedGibbs needs jit_compile=False on the HMC/NUTS kernel: its compiled "
+                "potential would freeze the values of the discrete sites."
             )
         # the sweep runs copies: the user's kernels stay as they were given
         self.inner_kernel = copy.deepcopy(inner_kernel)
         self.discrete_kernel = copy.deepcopy(discrete_kernel)
-        self.discrete_kernel.jit_compile = False
-        # values of each kernel's sites, read by the other kernel's conditioned model
+        # values of each kernel's sites, read by the other kernel's conditioned model;
+        # the discrete kernel's compiled transition takes the continuous values as
+        # arguments (the inputs of its energy)
         self._discrete_values: Dict[str, torch.Tensor] = {}
         self._continuous_values: Dict[str, torch.Tensor] = {}
         self.inner_kernel.model = poutine.condition(self.model, data=self._discrete_values)
         self.discrete_kernel.model = poutine.condition(self.model, data=self._continuous_values)
+        self.discrete_kernel.inputs = self._continuous_values
         self._discrete_names: list = []
         self._initial_params: Optional[Dict[str, torch.Tensor]] = None
 
