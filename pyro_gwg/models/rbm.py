@@ -24,6 +24,9 @@ import torch
 import torch.nn.functional as F
 
 from pyro_gwg._deprecated import moved_attribute
+from pyro_gwg.driver import ChainDriver
+from pyro_gwg.proposals.algorithm import Algorithm
+from pyro_gwg.proposals.blocks import StepInfo
 
 __all__ = [
     "RBMParams",
@@ -156,12 +159,40 @@ def block_gibbs(
     if init is None:
         init = torch.bernoulli(torch.full((num_chains, weights.shape[1]), 0.5))
     v = init.to(weights.dtype)
+    if num_steps <= 0:
+        return v, None
+    driver = ChainDriver(lambda density: _block_gibbs_algorithm(params), density=None)
+    driver.init(v)
     trace = []
-    for t in range(num_steps):
-        v = block_gibbs_step(v, params)
-        if thin > 0 and (t + 1) % thin == 0:
-            trace.append(v)
-    return v, torch.stack(trace) if trace else None
+
+    def keep_last(t: int, info, states: torch.Tensor, log_joint: torch.Tensor) -> None:
+        if thin > 0 and states.shape[1] == thin:
+            trace.append(states[:, -1])
+
+    # blocks of ``thin`` sweeps (the driver stacks the states of a block)
+    driver.run(num_steps, keep_last, thin if thin > 0 else min(num_steps, 32), v.dtype)
+    return driver.state.codes, torch.stack(trace) if trace else None
+
+
+class _VisibleState(NamedTuple):
+    codes: torch.Tensor  # [C, V] float visible states
+    log_joint: torch.Tensor  # [C] zeros: the sweep needs no density
+
+
+def _block_gibbs_algorithm(params: RBMParams) -> Algorithm:
+    """Block-Gibbs sweeps as an ``(init, step)`` pair for the chain driver."""
+
+    def init(v: torch.Tensor) -> _VisibleState:
+        return _VisibleState(v, v.new_zeros(v.shape[0]))
+
+    def step(state: _VisibleState) -> Tuple[_VisibleState, StepInfo]:
+        new = block_gibbs_step(state.codes, params)
+        changed = (new != state.codes).sum(-1)
+        none = torch.zeros_like(changed)  # no evaluation of a density
+        info = StepInfo(changed > 0, torch.ones_like(state.log_joint), changed, none, none)
+        return _VisibleState(new, state.log_joint), info
+
+    return Algorithm(init, step)
 
 
 def random_rbm(
