@@ -557,7 +557,7 @@ class DiscreteEnergy:
         :func:`pyro_gwg.density.traceable`): :meth:`traceable_value_and_grad` and the
         batched :meth:`log_joint`, to be called inside :meth:`recording`."""
         value_and_grad = self.traceable_value_and_grad(num_chains)
-        return TraceableEnergy(self.layout, self.log_joint, value_and_grad)
+        return TraceableEnergy(self, self.layout, self.log_joint, value_and_grad)
 
     @property
     def compilable(self) -> Tuple[str, ...]:
@@ -1100,8 +1100,9 @@ class DiscreteEnergy:
 
 class TraceableEnergy(NamedTuple):
     """A :class:`~pyro_gwg.density.Density` view of a :class:`DiscreteEnergy` for
-    compilers (see :meth:`DiscreteEnergy.traceable`)."""
+    compilers (see :meth:`DiscreteEnergy.traceable`); ``source`` is that energy."""
 
+    source: DiscreteEnergy
     layout: CoordinateLayout
     log_joint: Callable[[torch.Tensor], torch.Tensor]
     value_and_grad: Callable[[torch.Tensor], Tuple[torch.Tensor, torch.Tensor]]
@@ -1139,10 +1140,14 @@ def __getattr__(name: str):
     raise AttributeError("module {!r} has no attribute {!r}".format(__name__, name))
 
 
+#: torch's allocation failure (``torch.cuda.OutOfMemoryError`` before torch 2.5)
+_TORCH_OOM = getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)
+
+
 def _out_of_memory(error: BaseException) -> bool:
     """Whether ``error`` is an allocation failure (which must surface, never be taken
     for a model that does not broadcast)."""
-    if isinstance(error, (MemoryError, torch.OutOfMemoryError)):
+    if isinstance(error, (MemoryError, _TORCH_OOM)):
         return True
     text = str(error)
     return "can't allocate memory" in text or "out of memory" in text.lower()

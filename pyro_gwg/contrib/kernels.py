@@ -59,6 +59,7 @@ class RBMBlockGibbs(DiscreteKernel):
 
         :rtype: Algorithm
         """
+        density = getattr(density, "source", density)  # the energy behind a compiler's view
         if [s.name for s in density.sites] != ["v"]:
             raise ValueError("RBMBlockGibbs samples the model rbm(weights, visible_bias, ...)")
         bound = inspect.signature(rbm).bind(*density.model_args, **density.model_kwargs)
