@@ -167,7 +167,9 @@ class ChainDriver:
                 single = type(info)(*(field[:, 0] for field in info))
                 self.state = self.adaptation.update(start, self.state, single)
             first = max(self.num_warmup - start, 0)
-            if first < size:
+            if first == 0:
+                self.moves.observe(info, codes)
+            elif first < size:
                 self.moves.observe(
                     type(info)(*(field[:, first:] for field in info)), codes[:, first:]
                 )
@@ -186,26 +188,57 @@ class ChainDriver:
         key = (num_steps, code_dtype, backend) + tuple(sorted(self.static.items()))
         fn = self._compiled.get(key)
         if fn is None:
-            fn = self._compiled[key] = self._compile(num_steps, code_dtype, backend)
-        self.state, info, codes, log_joint = fn(self.state)
+            fn = self._compiled[key] = self._compile(
+                lambda step: _blocks(step, num_steps, code_dtype), backend
+            )
+        self.state, info, (codes, log_joint) = fn(self.state)
         return info, codes, log_joint
 
+    def step(self, extras: Optional[Callable[[NamedTuple], tuple]] = None) -> tuple:
+        """One transition of every chain, with the warmup adaptation: the entry point
+        of the Pyro kernel adapter (one draw per
+        :meth:`~pyro.infer.mcmc.mcmc_kernel.MCMCKernel.sample`), which needs neither
+        stacked statistics nor stacked states.
+
+        :param callable extras: ``state -> tuple of tensors`` computed inside the
+            compiled transition from the new state (e.g. the model values of the
+            chains), or ``None``.
+        :returns: ``(info, extras)``: the step's statistics (``[C]`` fields) and the
+            tensors ``extras`` returned (an empty tuple without it).
+        """
+        key = ("step", extras is not None, self.backend) + tuple(sorted(self.static.items()))
+        fn = self._compiled.get(key)
+        if fn is None:
+            fn = self._compiled[key] = self._compile(
+                lambda step: _single(step, extras), self.backend
+            )
+        self.state, info, out = fn(self.state)
+        start = self.t
+        self.t += 1
+        if start < self.num_warmup:
+            if self.adaptation is not None:
+                self.state = self.adaptation.update(start, self.state, info)
+        else:
+            self.moves.observe(
+                type(info)(*(field.unsqueeze(1) for field in info)),
+                self.state.codes.unsqueeze(1),
+            )
+        return info, out
+
     # ------------------------------------------------------------------ compilation
-    def _compile(self, num_steps: int, code_dtype: torch.dtype, backend: Optional[str]):
-        """``state -> (state, info [C, n], codes [C, n, D], log_joint [C, n])`` for ``n =
-        num_steps`` transitions, compiled whole by ``backend`` (with a check for NaN or
-        ``+inf`` log densities returned as a flag, since a compiled function cannot
-        raise), or eager where ``backend`` is ``None``, where the density cannot be
-        compiled and where every compiler fails."""
+    def _compile(self, body_of: Callable[[Callable], Callable], backend: Optional[str]):
+        """``state -> (state, info, extras)``: ``body_of(step)`` (a function of the state
+        built on the algorithm's ``step``) compiled whole by ``backend`` (with a check
+        for NaN or ``+inf`` log densities returned as a flag, since a compiled function
+        cannot raise), or eager where ``backend`` is ``None``, where the density cannot
+        be compiled and where every compiler fails."""
         density = self.density
         if backend is None or backend not in _compilers(density):
-            return _blocks(self.algorithm.step, num_steps, code_dtype)
+            return body_of(self.algorithm.step)
         state = self.state
         num_chains = state.codes.shape[0]
-        block = _blocks(
-            self.build(traceable(density, num_chains), **self.static).step, num_steps, code_dtype
-        )
-        state_type, info_types = type(state), []
+        body = body_of(self.build(traceable(density, num_chains), **self.static).step)
+        state_type, types = type(state), []
         # tensors the density reads that change between calls: arguments, not constants
         inputs = getattr(density, "inputs", None) or {}
         names = list(inputs)
@@ -216,27 +249,27 @@ class ChainDriver:
             inputs.update(zip(names, tensors[num_state:]))
             try:
                 with density.recording() as evaluations:
-                    new_state, info, codes, log_joint = block(state_type(*tensors[:num_state]))
+                    new_state, info, extras = body(state_type(*tensors[:num_state]))
             finally:
                 inputs.update(given)
-            info_types.append(type(info))
+            types.append((type(info), len(extras)))
             checks = invalid_evaluations(evaluations, new_state.codes)
-            return (*new_state, *info, codes, log_joint, *checks)
+            return (*new_state, *info, *extras, *checks)
 
         example = tuple(state) + tuple(inputs[name] for name in names)
         compiled = compile_function(flat, example, backend)
         if compiled is None:
-            return _blocks(self.algorithm.step, num_steps, code_dtype)
-        num_info = len(info_types[0]._fields)
+            return body_of(self.algorithm.step)
+        info_type, num_extras = types[0]
+        end_info = num_state + len(info_type._fields)
 
         def run(current: NamedTuple) -> tuple:
             out = compiled(*current, *(inputs[name] for name in names))
             invalid, bad_codes = out[-2:]
             if bool(invalid):
                 density.raise_invalid(bad_codes)
-            info = info_types[0](*out[num_state : num_state + num_info])
-            codes, log_joint = out[num_state + num_info : num_state + num_info + 2]
-            return state_type(*out[:num_state]), info, codes, log_joint
+            info = info_type(*out[num_state:end_info])
+            return state_type(*out[:num_state]), info, tuple(out[end_info : end_info + num_extras])
 
         return run
 
@@ -250,7 +283,8 @@ def _compilers(density) -> Tuple[str, ...]:
 
 
 def _blocks(step: Callable, num_steps: int, code_dtype: torch.dtype) -> Callable:
-    """``num_steps`` applications of ``step``, stacking infos, states and log joints."""
+    """``num_steps`` applications of ``step``, stacking infos, states and log joints:
+    ``state -> (state, info [C, n], (codes [C, n, D], log_joint [C, n]))``."""
 
     def block(state: NamedTuple) -> tuple:
         infos, codes, log_joint = [], [], []
@@ -260,6 +294,16 @@ def _blocks(step: Callable, num_steps: int, code_dtype: torch.dtype) -> Callable
             codes.append(state.codes.to(code_dtype))
             log_joint.append(state.log_joint)
         stacked = type(infos[0])(*(torch.stack(field, 1) for field in zip(*infos)))
-        return state, stacked, torch.stack(codes, 1), torch.stack(log_joint, 1)
+        return state, stacked, (torch.stack(codes, 1), torch.stack(log_joint, 1))
 
     return block
+
+
+def _single(step: Callable, extras: Optional[Callable]) -> Callable:
+    """One application of ``step``: ``state -> (state, info, extras(state))``."""
+
+    def one(state: NamedTuple) -> tuple:
+        state, info = step(state)
+        return state, info, (tuple(extras(state)) if extras is not None else ())
+
+    return one

@@ -695,17 +695,15 @@ def test_kernel_statistics_are_stored_compactly_with_the_same_diagnostics(num_ch
     kernel = GWG(model)
     kernel.vectorized_chains = num_chains
     kernel.setup(4, y)
-    infos, run = [], kernel.driver.run
+    infos, step = [], kernel.driver.step
 
-    def recording(num_steps, observe=None, *args):  # every step's statistics
-        def observed(t, info, codes, log_joint):
-            infos.append({k: v[:, 0].clone() for k, v in info._asdict().items()})
-            infos[-1]["log_joint"] = log_joint[:, 0].clone()
-            observe(t, info, codes, log_joint)
+    def recording(extras=None):  # every step's statistics, as the driver hands them out
+        info, values = step(extras)
+        infos.append({k: v.clone() for k, v in info._asdict().items()})
+        infos[-1]["log_joint"] = kernel.state.log_joint.clone()
+        return info, values
 
-        run(num_steps, observed, *args)
-
-    kernel.driver.run = recording
+    kernel.driver.step = recording
     params = kernel.initial_params
     for _ in range(4 + 300):  # 300 draws: the buffers grow several times
         params = kernel.sample(params)

@@ -258,16 +258,14 @@ class DiscreteKernel(MCMCKernel):
         if driver.t == driver.num_warmup:  # first draw after warmup: count afresh
             self._phase_accepted = self._phase_draws = 0
         warmup = driver.warming_up
-        step: List[NamedTuple] = []
-        driver.run(1, lambda t, info, codes, log_joint: step.append(info))
-        info = type(step[0])(*(field[:, 0] for field in step[0]))
+        info, values = driver.step(self._values_of)
         accepted = int(info.accepted.sum())
         self._phase_accepted += accepted
         self._phase_draws += info.accepted.numel()
         if not warmup:
             self._record(info)
         if accepted:
-            self._params = self._params_from_codes(driver.state.codes)
+            self._params = dict(zip(self._param_names, values))
         return self._params
 
     def logging(self) -> Dict[str, str]:
@@ -466,6 +464,16 @@ class DiscreteKernel(MCMCKernel):
         if self.vectorized_chains > 1:
             return values
         return {k: torch.as_tensor(v).unsqueeze(0) for k, v in values.items()}
+
+    @property
+    def _param_names(self) -> List[str]:
+        return [site.name for site in self.energy.sites]
+
+    def _values_of(self, state: NamedTuple) -> tuple:
+        """The model values of ``state`` in site order (see :meth:`_params_from_codes`),
+        computed inside the compiled transition."""
+        values = self._params_from_codes(state.codes)
+        return tuple(values[name] for name in self._param_names)
 
     def _params_from_codes(self, codes: torch.Tensor) -> Dict[str, torch.Tensor]:
         # float values: pyro.infer.MCMC concatenates samples of all sites

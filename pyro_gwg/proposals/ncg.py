@@ -676,6 +676,20 @@ def _initial_step_sizes(codes: torch.Tensor, step_size: float) -> torch.Tensor:
     return torch.full((codes.shape[0],), float(step_size), device=codes.device)
 
 
+def _build_factorised(density, step_size: float, window: int, init_fn, step_fn) -> Algorithm:
+    """``(init, step)`` of NCG or AVG: the candidate grid built once, the step size in
+    the state (``[C]``, one per chain), where :mod:`pyro_gwg.adaptation` adapts it."""
+    grid = CandidateGrid(density.layout, window)
+
+    def init(codes: torch.Tensor) -> GradientState:
+        return init_fn(codes, density.value_and_grad, _initial_step_sizes(codes, step_size))
+
+    def step(state: GradientState) -> Tuple[GradientState, FactorisedInfo]:
+        return step_fn(state, density.value_and_grad, grid)
+
+    return Algorithm(init, step)
+
+
 def build_ncg(density, step_size: float = 0.5, window: int = 10) -> Algorithm:
     """NCG as an ``(init, step)`` pair on ``density`` (see
     :mod:`pyro_gwg.proposals.algorithm`): :func:`ncg_init` and :func:`ncg_step`, with the
@@ -687,15 +701,7 @@ def build_ncg(density, step_size: float = 0.5, window: int = 10) -> Algorithm:
     :param int window: half-width of the candidate window of unbounded coordinates.
     :rtype: Algorithm
     """
-    grid = CandidateGrid(density.layout, window)
-
-    def init(codes: torch.Tensor) -> GradientState:
-        return ncg_init(codes, density.value_and_grad, _initial_step_sizes(codes, step_size))
-
-    def step(state: GradientState) -> Tuple[GradientState, FactorisedInfo]:
-        return ncg_step(state, density.value_and_grad, grid)
-
-    return Algorithm(init, step)
+    return _build_factorised(density, step_size, window, ncg_init, ncg_step)
 
 
 def build_avg(density, step_size: float = 0.2, window: int = 10) -> Algorithm:
@@ -704,15 +710,7 @@ def build_avg(density, step_size: float = 0.2, window: int = 10) -> Algorithm:
 
     :rtype: Algorithm
     """
-    grid = CandidateGrid(density.layout, window)
-
-    def init(codes: torch.Tensor) -> GradientState:
-        return avg_init(codes, density.value_and_grad, _initial_step_sizes(codes, step_size))
-
-    def step(state: GradientState) -> Tuple[GradientState, FactorisedInfo]:
-        return avg_step(state, density.value_and_grad, grid)
-
-    return Algorithm(init, step)
+    return _build_factorised(density, step_size, window, avg_init, avg_step)
 
 
 def build_pavg(
