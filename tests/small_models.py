@@ -97,3 +97,27 @@ SUITE = {
 
 # windows for unbounded sites, wide enough that the mass outside is negligible
 BOUNDS = {"binomial_ordinal": {"n": (0, 30)}}
+
+
+def _vmap_runs_pyro() -> bool:
+    """Whether ``torch.func.vmap`` can run a Pyro model on this torch (not on torch
+    2.1, whose vmap refuses the data-dependent control flow inside Pyro)."""
+    import torch
+
+    from pyro_gwg import DiscreteEnergy
+
+    def model():
+        with pyro.plate("bits", 2):
+            x = pyro.sample("x", dist.Bernoulli(0.5))
+        pyro.factor("total", x.sum())
+
+    energy = DiscreteEnergy(model)
+    probe = energy._probe_states(torch.tensor([[0, 1], [1, 1]]))
+    failure = energy._batching_failure("vmap", probe, energy._reference(probe)) or ""
+    return "data-dependent control flow" not in failure
+
+
+#: the energy evaluates non-broadcasting models with vmap (else one state at a time);
+#: required of the torch that CI runs
+VMAP_RUNS_PYRO = _vmap_runs_pyro()
+VMAP_OR_LOOP = "with torch.func.vmap" if VMAP_RUNS_PYRO else "one at a time"
