@@ -825,7 +825,7 @@ class _SavedSites:
     def values_from_codes(self, codes: torch.Tensor) -> Dict[str, torch.Tensor]:
         """Model values ``{name: [N, *value_shape]}`` of codes ``[N, D_saved]``."""
         return {
-            site.name: site.encode(
+            site.name: site.values_from_codes(
                 codes[:, site.offset : site.offset + site.num_coords].reshape(
                     (-1,) + site.coord_shape
                 )
