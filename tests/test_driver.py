@@ -80,6 +80,7 @@ def test_blocks_are_compiled_once_per_length_and_setting():
     assert driver.t == 29
 
 
+@pytest.mark.slow
 def test_warmup_adapts_one_step_at_a_time_and_rebuilds_for_new_settings():
     pyro.set_rng_seed(0)
     kernel = pyro_gwg.GWG(pyro_gwg.models.lattice_ising, num_flips=1, adapt_num_flips=True)

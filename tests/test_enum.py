@@ -163,6 +163,7 @@ def test_marginals_of_a_wide_coordinate_fit_a_small_memory_budget():
     )
 
 
+@pytest.mark.slow
 def test_marginals_use_little_memory_beyond_their_tables():
     import json
     import subprocess

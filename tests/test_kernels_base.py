@@ -233,6 +233,7 @@ def concentrated():
     pyro.sample("x", dist.Bernoulli(logits=torch.full((3,), 30.0)).to_event(1))
 
 
+@pytest.mark.slow
 def test_a_chain_that_never_moves_after_warmup_is_reported():
     pyro.set_rng_seed(0)
     mcmc = pyro_gwg.MCMC(GWG(concentrated), num_samples=300, num_chains=2, disable_progbar=True)

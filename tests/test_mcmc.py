@@ -127,6 +127,7 @@ def test_summary_prints_a_table(capsys):
     assert "x[4]" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_seeded_runs_are_reproducible():
     model, args = SUITE["mixed_kinds"]
     runs = []
