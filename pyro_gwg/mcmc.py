@@ -286,7 +286,6 @@ class MCMC(AbstractMCMC):
         if self._draws is not None:
             self._codes, self._stats = self._draws.codes, self._draws.stats
             self._draws = None
-        self._keep_saved_sites()
         self.num_draws_kept = self._codes.shape[1]
         self._status = "done"
 
@@ -316,7 +315,6 @@ class MCMC(AbstractMCMC):
             return
         self._codes = draws.codes[:chains, :kept]
         self._stats = {k: v[:chains, :kept] for k, v in draws.stats.items()}
-        self._keep_saved_sites()
         warnings.warn(
             "pyro_gwg.MCMC.run() was interrupted: kept {} draws per chain of {} chains "
             "(of {} draws per chain of {} chains asked for). get_samples(), "
@@ -340,14 +338,20 @@ class MCMC(AbstractMCMC):
         layout = kernel.energy.layout
         if self._draws is None:
             self._check_site_names(kernel.energy)
-            self._energy = kernel.energy
+            device = kernel.state.codes.device
+            # with save_params, only the saved sites' coordinates are stored
+            saved = (
+                None if self.save_params is None else _SavedSites(kernel.energy, self.save_params)
+            )
+            self._energy = kernel.energy if saved is None else saved
             self._draws = _DrawBuffers(
                 self.num_chains,
                 self.num_samples // self.thinning,
                 self.thinning,
-                layout.num_coords,
+                layout.num_coords if saved is None else saved.columns.numel(),
                 _code_dtype(layout),
-                kernel.state.codes.device,
+                device,
+                None if saved is None else saved.columns.to(device),
             )
         draws = self._draws
         driver = kernel.driver
@@ -407,8 +411,9 @@ class MCMC(AbstractMCMC):
                 )
 
     def _keep_saved_sites(self) -> None:
-        """With ``save_params``: keep only the codes of the saved sites, and decode
-        them with those sites alone."""
+        """With ``save_params``, after a run through :class:`pyro.infer.MCMC`: keep only
+        the codes of the saved sites, and decode them with those sites alone (the
+        vectorised and sequential runs store only those in the first place)."""
         if self.save_params is None or self._codes is None:
             return
         self._energy = _SavedSites(self._energy, self.save_params)
@@ -465,6 +470,7 @@ class MCMC(AbstractMCMC):
                 if all(v.shape[0] == self.num_samples for v in values):
                     stats[name] = torch.stack(values)[:, kept]
         self._energy, self._codes, self._stats = energy, codes, stats
+        self._keep_saved_sites()
 
     # ------------------------------------------------------------------ results
     def _results(self) -> torch.Tensor:
@@ -744,12 +750,13 @@ def _decode(energy: DiscreteEnergy, codes: torch.Tensor) -> Dict[str, torch.Tens
 
 
 class _DrawBuffers:
-    """Preallocated ``[C, num_kept, ...]`` buffers of the kept draws (codes) and of the
-    per-draw statistics, filled on the device from runs of transitions; ``kept`` counts
-    the draws stored per chain."""
+    """Preallocated ``[C, num_kept, ...]`` buffers of the kept draws (codes, only the
+    coordinates ``columns`` with ``save_params``) and of the per-draw statistics, filled
+    on the device from runs of transitions; ``kept`` counts the draws stored per chain."""
 
-    def __init__(self, num_chains, num_kept, thinning, num_coords, code_dtype, device):
+    def __init__(self, num_chains, num_kept, thinning, num_coords, code_dtype, device, columns):
         self.num_kept, self.thinning, self.code_dtype = num_kept, thinning, code_dtype
+        self.columns = columns  # the coordinates stored (None: all)
         self.codes = torch.empty(
             (num_chains, num_kept, num_coords), dtype=code_dtype, device=device
         )
@@ -769,7 +776,10 @@ class _DrawBuffers:
         if count <= 0:
             return
         kept = slice(offset, offset + thin * (count - 1) + 1, thin)
-        self.codes[chains, slot : slot + count] = codes[:, kept]
+        block = codes[:, kept]
+        if self.columns is not None:
+            block = block.index_select(-1, self.columns)
+        self.codes[chains, slot : slot + count] = block
         for name, value in dict(info._asdict(), log_joint=log_joint).items():
             if name not in self.stats:
                 self.stats[name] = torch.empty(

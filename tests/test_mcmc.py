@@ -293,6 +293,9 @@ def test_save_params_keeps_only_the_named_sites(chain_method):
     assert set(full.get_samples()) == {"b", "z", "c", "k"}
     samples = saved.get_samples(group_by_chain=True)
     assert set(samples) == {"z", "k"}
+    # only the saved sites' coordinates are held, during the run as after it
+    kept = sum(site.num_coords for site in full._energy.sites if site.name in samples)
+    assert saved._codes.shape[-1] == kept < full._codes.shape[-1]
     for name, value in samples.items():  # the same draws as the run that saves all
         assert torch.equal(value, full.get_samples(group_by_chain=True)[name])
     diag = saved.diagnostics()
