@@ -119,8 +119,9 @@ class MCMC(AbstractMCMC):
     :param list save_params: names of the latent sites whose draws are kept (``None``:
         all). Only these sites are returned by the results methods and converted by
         :func:`~pyro_gwg.to_inference_data`; a name that is not a latent site is
-        refused when the run starts. The draws of all sites are buffered during the
-        run and the others dropped at its end. The ``log_likelihood`` group of
+        refused when the run starts. Vectorised and sequential runs store only these
+        sites' draws; ``chain_method="parallel"`` (Pyro's runner) drops the others at
+        the end of the run. The ``log_likelihood`` group of
         :func:`~pyro_gwg.to_inference_data` needs every latent site, so it is left out
         (with a warning) when some are not saved.
     :param str chain_method: ``"vectorized"`` (all chains as one batch), ``"sequential"``
