@@ -1123,7 +1123,9 @@ def invalid_evaluations(
     flag, state = torch.zeros((), dtype=torch.bool, device=codes.device), codes[0]
     for states, log_joint in evaluations:  # (no concatenation of the states: small ops only)
         bad = ~(log_joint < math.inf)
-        state = torch.where(flag, state, states[bad.int().argmax()])
+        # (a one-element index, not a scalar one: graph capture must not read a value)
+        first = states.index_select(0, bad.int().argmax().reshape(1))[0]
+        state = torch.where(flag, state, first)
         flag = flag | bad.any()
     return flag, state
 

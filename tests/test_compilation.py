@@ -2,6 +2,7 @@
 bookkeeping of multi-step calls."""
 
 import logging
+import warnings
 
 import pyro
 import pyro.distributions as dist
@@ -12,9 +13,11 @@ from exactness import assert_exact
 from pyro.infer import NUTS
 from small_models import SUITE
 
+import pyro_gwg
 import pyro_gwg.compilation as compilation
 from pyro_gwg import GWG, MCMC, MixedGibbs, UnsupportedModelError, exact_posterior
 from pyro_gwg.compilation import CompilationWarning
+from pyro_gwg.kernels import REGISTRY
 
 pytestmark = pytest.mark.filterwarnings("ignore:Categorical site")
 
@@ -264,3 +267,21 @@ def test_inductor_compile_is_a_deprecated_name_of_make_fx_compile():
     with pytest.deprecated_call():
         compiled = compilation.inductor_compile(lambda x: (x + 1,), (torch.zeros(3),))
     assert torch.equal(compiled(torch.zeros(3))[0], torch.ones(3))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(REGISTRY))
+@pytest.mark.parametrize("backend", ["trace", "make_fx"])
+def test_every_kernel_compiles_whole_blocks_without_falling_back(name, backend, caplog):
+    # a compiler that fails falls back quietly where the failure is a known limit:
+    # the blocks of every kernel on a plain model must really compile
+    model, args = SUITE["coupled_binary_field"]
+    kernel = getattr(pyro_gwg, name)(model)
+    kernel.vectorized_chains = 4
+    kernel.setup(0, *args)
+    with caplog.at_level(logging.DEBUG, logger="pyro_gwg.compilation"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", CompilationWarning)
+            info, codes, _ = _advance(kernel, 4, backend)
+    assert not [r.getMessage() for r in caplog.records if "failed" in r.getMessage()]
+    assert codes.shape == (4, 4, 5) and info.accepted.shape == (4, 4)
