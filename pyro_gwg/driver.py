@@ -206,7 +206,7 @@ class ChainDriver:
         :returns: ``(info, extras)``: the step's statistics (``[C]`` fields) and the
             tensors ``extras`` returned (an empty tuple without it).
         """
-        key = ("step", extras is not None, self.backend) + tuple(sorted(self.static.items()))
+        key = ("step", extras, self.backend) + tuple(sorted(self.static.items()))
         fn = self._compiled.get(key)
         if fn is None:
             fn = self._compiled[key] = self._compile(
