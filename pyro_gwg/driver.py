@@ -105,17 +105,24 @@ class ChainDriver:
         self.moves = MoveMonitor()
         self._algorithms: Dict[tuple, Algorithm] = {}
         self._compiled: Dict[tuple, Callable] = {}
+        # the build arguments in force, as a cache key (changed only by the adaptation)
+        self._static_key = self._key_of_static()
 
     # ------------------------------------------------------------------ state
+    def _key_of_static(self) -> tuple:
+        if self.adaptation is None:
+            return ()
+        return tuple(sorted(self.adaptation.static.items()))
+
     @property
     def static(self) -> Dict[str, object]:
         """The ``build`` arguments in force (set by the adaptation)."""
-        return dict(self.adaptation.static) if self.adaptation is not None else {}
+        return dict(self._static_key)
 
     @property
     def algorithm(self) -> Algorithm:
         """The ``(init, step)`` pair in force, on the density itself (eager)."""
-        key = tuple(sorted(self.static.items()))
+        key = self._static_key
         if key not in self._algorithms:
             self._algorithms[key] = self.build(self.density, **self.static)
         return self._algorithms[key]
@@ -157,22 +164,23 @@ class ChainDriver:
         """
         end = self.t + int(num_steps)
         while self.t < end:
-            adapting = self.adaptation is not None and self.warming_up
-            size = 1 if adapting else min(every, end - self.t, self._to_phase_end())
-            compiled = size in (every, 1)
-            info, codes, log_joint = self._block(size, code_dtype, compiled)
             start = self.t
-            self.t += size
-            if adapting:
-                single = type(info)(*(field[:, 0] for field in info))
-                self.state = self.adaptation.update(start, self.state, single)
-            first = max(self.num_warmup - start, 0)
-            if first == 0:
-                self.moves.observe(info, codes)
-            elif first < size:
-                self.moves.observe(
-                    type(info)(*(field[:, first:] for field in info)), codes[:, first:]
-                )
+            if self.adaptation is not None and self.warming_up:  # one adapted step
+                info, _ = self.step()
+                info = type(info)(*(field.unsqueeze(1) for field in info))
+                codes = self.state.codes.to(code_dtype).unsqueeze(1)
+                log_joint = self.state.log_joint.unsqueeze(1)
+            else:
+                size = min(every, end - start, self._to_phase_end())
+                info, codes, log_joint = self._block(size, code_dtype, size in (every, 1))
+                self.t += size
+                first = max(self.num_warmup - start, 0)
+                if first == 0:
+                    self.moves.observe(info, codes)
+                elif first < size:
+                    self.moves.observe(
+                        type(info)(*(field[:, first:] for field in info)), codes[:, first:]
+                    )
             if observe is not None:
                 observe(start, info, codes, log_joint)
 
@@ -185,12 +193,11 @@ class ChainDriver:
         self, num_steps: int, code_dtype: torch.dtype, compiled: bool
     ) -> Tuple[NamedTuple, torch.Tensor, torch.Tensor]:
         backend = self.backend if compiled else None
-        key = (num_steps, code_dtype, backend) + tuple(sorted(self.static.items()))
-        fn = self._compiled.get(key)
-        if fn is None:
-            fn = self._compiled[key] = self._compile(
-                lambda step: _blocks(step, num_steps, code_dtype), backend
-            )
+        fn = self._function(
+            (num_steps, code_dtype, backend),
+            lambda step: _blocks(step, num_steps, code_dtype),
+            backend,
+        )
         self.state, info, (codes, log_joint) = fn(self.state)
         return info, codes, log_joint
 
@@ -206,18 +213,16 @@ class ChainDriver:
         :returns: ``(info, extras)``: the step's statistics (``[C]`` fields) and the
             tensors ``extras`` returned (an empty tuple without it).
         """
-        key = ("step", extras, self.backend) + tuple(sorted(self.static.items()))
-        fn = self._compiled.get(key)
-        if fn is None:
-            fn = self._compiled[key] = self._compile(
-                lambda step: _single(step, extras), self.backend
-            )
+        fn = self._function(
+            ("step", extras, self.backend), lambda step: _single(step, extras), self.backend
+        )
         self.state, info, out = fn(self.state)
         start = self.t
         self.t += 1
         if start < self.num_warmup:
             if self.adaptation is not None:
                 self.state = self.adaptation.update(start, self.state, info)
+                self._static_key = self._key_of_static()
         else:
             self.moves.observe(
                 type(info)(*(field.unsqueeze(1) for field in info)),
@@ -226,6 +231,15 @@ class ChainDriver:
         return info, out
 
     # ------------------------------------------------------------------ compilation
+    def _function(self, key: tuple, body_of: Callable, backend: Optional[str]) -> Callable:
+        """The function of the cache for ``key`` and the build arguments in force,
+        compiled (see :meth:`_compile`) on its first use."""
+        key = key + self._static_key
+        fn = self._compiled.get(key)
+        if fn is None:
+            fn = self._compiled[key] = self._compile(body_of, backend)
+        return fn
+
     def _compile(self, body_of: Callable[[Callable], Callable], backend: Optional[str]):
         """``state -> (state, info, extras)``: ``body_of(step)`` (a function of the state
         built on the algorithm's ``step``) compiled whole by ``backend`` (with a check
