@@ -146,3 +146,14 @@ def test_compiled_transitions_take_the_energys_inputs_as_arguments():
         driver.run(8, lambda t, info, codes, log_joint: blocks.append(log_joint), every=8)
         assert torch.allclose(blocks[-1][:, -1], kernel.energy.log_joint(driver.state.codes))
     assert len(driver._compiled) == 1 and driver.backend == "trace"
+
+
+def test_bad_densities_and_inputs_are_refused_with_the_way_out():
+    with pytest.raises(TypeError, match="log_density must be callable"):
+        PotentialDensity(3.0, binary_layout(2))
+    with pytest.raises(TypeError, match="layout must be a CoordinateLayout.*binary_layout"):
+        PotentialDensity(_ising, 4)
+    with pytest.raises(ValueError, match="one value per state, shape \\[2\\]"):
+        PotentialDensity(lambda x: x, binary_layout(2)).log_joint(torch.zeros(2, 2).long())
+    with pytest.raises(TypeError, match="inputs must be a dict of tensors"):
+        pyro_gwg.DiscreteEnergy(_ising_model, inputs=[torch.zeros(1)])
