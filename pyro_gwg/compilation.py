@@ -1,8 +1,15 @@
 """Compilation of pure tensor functions (whole sampler transitions) into fast callables.
 
 The functions compiled here map tensors to a tuple of tensors and may contain a backward
-pass (a ``torch.autograd.grad`` inside) and random operators. Three compilers:
+pass (a ``torch.autograd.grad`` inside) and random operators. Four compilers:
 
+* ``"aot"``: public APIs only. :func:`torch.export.export` in non-strict mode records
+  the function as an ATen graph (as for ``"compile"``); AOTInductor
+  (:func:`torch._inductor.aoti_compile_and_package`) compiles it ahead of time into a
+  package of fused C++ (or GPU) kernels with a C++ runner, saved in an on-disk cache
+  (:func:`cache_dir`) under a hash of the graph, its constants and the shapes of its
+  inputs. Tens of seconds the first time; a later run of the same model, in any
+  process, loads the package in milliseconds.
 * ``"compile"``: public APIs only. :func:`torch.export.export` in non-strict mode runs
   the function's Python (a Pyro model with its handlers) once and records an ATen graph,
   the backward pass of any ``torch.autograd.grad`` included; :func:`torch.compile`
@@ -18,7 +25,11 @@ pass (a ``torch.autograd.grad`` inside) and random operators. Three compilers:
   every operator.
 
 ``"default"`` is resolved by :func:`choose_backend`, a capability probe run once per
-process. A compiler that fails hands over to the next of its fallbacks (``"trace"``),
+process. Whether compiling pays at all is a question of how long a run is: the chain
+driver's ``"auto"`` mode starts with ``"trace"`` and moves to ``"aot"`` when the cost
+model :func:`worth_compiling` says so (see :class:`pyro_gwg.driver.ChainDriver`).
+
+A compiler that fails hands over to the next of its fallbacks (``"trace"``),
 then to the caller, which runs the function eagerly. A failure the compiler is known
 for (a documented limit, see :data:`KNOWN_LIMITS`) is an expected fallback, logged at
 debug level; any other failure is reported by a :class:`CompilationWarning`, once per
@@ -31,15 +42,29 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
+import json
 import logging
+import os
+import pathlib
+import tempfile
+import time
 import warnings
-from typing import Callable, Dict, Iterator, Optional, Sequence, Set, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 import pyro
 import torch
 
 __all__ = [
     "BACKENDS",
+    "aot_compile",
+    "cache_dir",
+    "cached_aot",
+    "estimated_compile_seconds",
+    "trace_key",
+    "trace_ops",
+    "try_aot_compile",
+    "worth_compiling",
     "KNOWN_LIMITS",
     "CompilationWarning",
     "choose_backend",
@@ -53,10 +78,15 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 #: compilers a caller may name (besides ``"default"``, resolved by :func:`choose_backend`)
-BACKENDS = ("compile", "make_fx", "trace")
+BACKENDS = ("aot", "compile", "make_fx", "trace")
 
 #: what each compiler hands over to when it fails
-FALLBACKS: Dict[str, Tuple[str, ...]] = {"compile": ("trace",), "make_fx": ("trace",), "trace": ()}
+FALLBACKS: Dict[str, Tuple[str, ...]] = {
+    "aot": ("trace",),
+    "compile": ("trace",),
+    "make_fx": ("trace",),
+    "trace": (),
+}
 
 #: names that still work, with a DeprecationWarning: ``"inductor"`` was the make_fx route
 DEPRECATED_BACKENDS = {"inductor": "make_fx"}
@@ -71,6 +101,7 @@ KNOWN_LIMITS: Dict[str, Tuple[str, ...]] = {
         "Unsupported value kind",
     ),
     # torch.export records shapes and values statically
+    "aot": ("data-dependent", "DataDependent"),
     "compile": ("data-dependent", "DataDependent"),
     "make_fx": ("data-dependent", "_local_scalar_dense"),
 }
@@ -167,6 +198,278 @@ def export_compile(fn: Callable, example_inputs: Sequence[torch.Tensor]) -> Call
     return _on_inputs(compiled, example_inputs)
 
 
+#: environment variable naming the directory of the on-disk cache of compiled packages
+CACHE_ENV = "PYRO_GWG_CACHE_DIR"
+
+
+def cache_dir() -> pathlib.Path:
+    """The directory of the on-disk cache of AOTInductor packages (:func:`aot_compile`):
+    ``$PYRO_GWG_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/pyro_gwg`` (``~/.cache``
+    without it), in a folder per PyTorch version. Delete it to compile afresh.
+
+    :rtype: pathlib.Path
+    """
+    root = os.environ.get(CACHE_ENV)
+    if not root:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        root = os.path.join(base, "pyro_gwg")
+    return pathlib.Path(root) / "aot-torch-{}".format(torch.__version__)
+
+
+def _digest(parts: Sequence[object]) -> str:
+    """SHA-256 of strings and tensors (by dtype, shape and bytes)."""
+    sha = hashlib.sha256()
+    for part in parts:
+        if isinstance(part, torch.Tensor):
+            flat = part.detach().cpu().contiguous().reshape(-1)
+            sha.update("{}{}".format(part.dtype, tuple(part.shape)).encode())
+            sha.update(flat.view(torch.uint8).numpy().tobytes())
+        else:
+            sha.update(str(part).encode())
+        sha.update(b"\0")
+    return sha.hexdigest()
+
+
+def _signature(example_inputs: Sequence[torch.Tensor]) -> List[tuple]:
+    return [(tuple(t.shape), t.dtype, t.stride(), t.device) for t in example_inputs]
+
+
+def trace_key(traced: Callable, example_inputs: Sequence[torch.Tensor]) -> Optional[str]:
+    """A key of a function compiled by :func:`trace_compile`: its TorchScript graph (the
+    operators, their source lines and the shapes of its inputs) and the values of its
+    tensor constants. Equal keys mean the same computation, so the key finds a package
+    that :func:`aot_compile` saved for the same function before exporting it again
+    (:func:`cached_aot`). ``None`` for a function that is not a TorchScript trace.
+
+    :rtype: str or None
+    """
+    graph = getattr(traced, "graph", None)
+    if graph is None:
+        return None
+    constants = [
+        node.output().toIValue()
+        for node in graph.nodes()
+        if node.kind() == "prim::Constant" and node.output().type().kind() == "TensorType"
+    ]
+    return _digest(["trace", torch.__version__, graph, _signature(example_inputs), *constants])
+
+
+def _package_key(program, example_inputs: Sequence[torch.Tensor]) -> str:
+    """A key of an exported program: its graph, its constants and state, its inputs."""
+    tensors = sorted(
+        (name, t)
+        for name, t in list(program.state_dict.items()) + list(program.constants.items())
+        if isinstance(t, torch.Tensor)
+    )
+    parts = ["aot", torch.__version__, program.graph_module.code, _signature(example_inputs)]
+    for name, tensor in tensors:
+        parts += [name, tensor]
+    return _digest(parts)
+
+
+def _write_atomically(path: pathlib.Path, write: Callable[[str], None]) -> None:
+    """``write(temporary name)`` then a rename, so that readers in other processes see
+    a whole file or none."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, suffix=path.suffix)
+    os.close(handle)
+    try:
+        write(temporary)
+        os.replace(temporary, path)
+    finally:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+
+
+def _load(path: pathlib.Path, example_inputs: Sequence[torch.Tensor]) -> Callable:
+    """The package at ``path``, loaded (the first load in a process also probes the
+    CPU's vector instructions: a few seconds) and called once on ``example_inputs``."""
+    with warnings.catch_warnings():
+        # PyTorch's own deprecation notices from unpickling the package's call spec
+        warnings.simplefilter("ignore", FutureWarning)
+        model = torch._inductor.aoti_load_package(str(path))
+    loader = getattr(model, "loader", None)
+    if loader is None or not hasattr(loader, "boxed_run"):
+        return _on_inputs(model, example_inputs)
+
+    # the model's flat tensors straight to its runner: calling the model itself
+    # re-reads its input and output specs and walks them at every call (about 0.1 ms)
+    def run(*tensors: torch.Tensor):
+        return loader.boxed_run(list(tensors))
+
+    return _on_inputs(run, example_inputs)
+
+
+def cached_aot(key: Optional[str], example_inputs: Sequence[torch.Tensor]) -> Optional[Callable]:
+    """The package that :func:`aot_compile` saved under the :func:`trace_key` ``key``,
+    loaded and called once on ``example_inputs``; ``None`` when there is none (or it
+    does not load: a package of another machine's architecture, say).
+
+    :rtype: callable or None
+    """
+    if key is None:
+        return None
+    alias = cache_dir() / "aliases" / key
+    try:
+        path = cache_dir() / alias.read_text().strip()
+        return _load(path, example_inputs)
+    except Exception as error:  # a missing, partial or foreign package: compile afresh
+        logger.debug("no usable cached package for %s (%s)", key, error)
+        return None
+
+
+def aot_compile(
+    fn: Callable,
+    example_inputs: Sequence[torch.Tensor],
+    alias: Optional[str] = None,
+    ops: Optional[int] = None,
+) -> Callable:
+    """Compile ``fn`` ahead of time through public APIs, with an on-disk cache: a
+    non-strict :func:`torch.export.export` of ``fn`` (its Python runs once), then
+    AOTInductor (:func:`torch._inductor.aoti_compile_and_package`) for the shapes,
+    strides and devices of ``example_inputs``. The package is saved in
+    :func:`cache_dir` under a hash of the exported graph, its constants and its inputs,
+    and loaded from there by every later compilation of the same function, in any
+    process. The result is called once on ``example_inputs``, so that errors surface
+    here; calls and randomness as in :func:`export_compile`.
+
+    :param callable fn: a function of tensors returning a tuple of tensors.
+    :param example_inputs: example arguments.
+    :param str alias: a :func:`trace_key` of the same function, recorded so that
+        :func:`cached_aot` finds the package without exporting again.
+    :param int ops: the operator count of the function's trace, recorded with the
+        compile time for :func:`estimated_compile_seconds`.
+    :raises Exception: whatever the exporter or the compiler raises.
+    """
+    example_inputs = tuple(t.contiguous() for t in example_inputs)
+    with _tracing_context():
+        program = torch.export.export(_Module(fn), example_inputs, strict=False)
+    name = _package_key(program, example_inputs) + ".pt2"
+    path = cache_dir() / name
+    if not path.exists():
+        start = time.perf_counter()
+        _write_atomically(
+            path,
+            lambda temporary: torch._inductor.aoti_compile_and_package(
+                program, package_path=temporary
+            ),
+        )
+        if ops is not None:
+            _record_compile(ops, time.perf_counter() - start, example_inputs[0].device.type)
+    if alias is not None:
+        aliased = cache_dir() / "aliases" / alias
+        _write_atomically(aliased, lambda temporary: pathlib.Path(temporary).write_text(name))
+    return _load(path, example_inputs)
+
+
+def trace_ops(traced: Callable) -> Optional[int]:
+    """The number of ATen operators in a function compiled by :func:`trace_compile`
+    (``None`` for another function): the size the cost model prices compilation by.
+
+    :rtype: int or None
+    """
+    graph = getattr(traced, "graph", None)
+    if graph is None:
+        return None
+    return sum(1 for node in graph.nodes() if node.kind().startswith("aten::"))
+
+
+def try_aot_compile(
+    fn: Callable,
+    example_inputs: Sequence[torch.Tensor],
+    alias: Optional[str] = None,
+    ops: Optional[int] = None,
+) -> Optional[Callable]:
+    """:func:`aot_compile`, or ``None`` when it fails (reported as by
+    :func:`compile_function`: a debug log for a known limit, else a
+    :class:`CompilationWarning` once per kind of error).
+
+    :rtype: callable or None
+    """
+    try:
+        return aot_compile(fn, example_inputs, alias, ops)
+    except Exception as error:  # any compiler failure: the caller keeps what it has
+        _report("aot", error, ("the function compiled so far",))
+        return None
+
+
+#: the cost model's prior for a compilation by :func:`aot_compile`, in seconds: a fixed
+#: part and a part per operator of the trace (measured on a 2-core machine: about 20 s
+#: for one GWG transition of a 10 x 10 Ising model, 120 operators)
+COMPILE_SECONDS_FIXED = 10.0
+COMPILE_SECONDS_PER_OP = 0.08
+#: the cost model's prior for the time of a transition compiled by :func:`aot_compile`,
+#: as a fraction of its time under :func:`trace_compile` (0.14 measured for one GWG
+#: transition of a 10 x 10 Ising model, 16 chains; conservative)
+AOT_TIME_FRACTION = 0.3
+_STATS_FILE = "compile_times.json"
+_STATS_KEPT = 32
+
+
+def _read_stats() -> List[dict]:
+    try:
+        return json.loads((cache_dir() / _STATS_FILE).read_text())
+    except Exception:  # no record yet, or a partial one
+        return []
+
+
+def _record_compile(ops: int, seconds: float, device: str) -> None:
+    records = _read_stats() + [{"ops": int(ops), "seconds": float(seconds), "device": device}]
+    text = json.dumps(records[-_STATS_KEPT:])
+    _write_atomically(cache_dir() / _STATS_FILE, lambda t: pathlib.Path(t).write_text(text))
+
+
+def estimated_compile_seconds(ops: Optional[int], device: str = "cpu") -> float:
+    """Predicted seconds for :func:`aot_compile` of a function whose trace has ``ops``
+    operators: the prior :data:`COMPILE_SECONDS_FIXED` + :data:`COMPILE_SECONDS_PER_OP`
+    x ``ops``, scaled by the median ratio of measured to predicted times of the
+    compilations recorded on this machine (the cache keeps the last 32).
+
+    :param int ops: operator count (``None``: unknown, 500 assumed).
+    :param str device: device type; records of other devices are not used.
+    :rtype: float
+    """
+
+    def prior(n: Optional[int]) -> float:
+        return COMPILE_SECONDS_FIXED + COMPILE_SECONDS_PER_OP * (500 if n is None else n)
+
+    ratios = sorted(
+        r["seconds"] / prior(r["ops"]) for r in _read_stats() if r.get("device") == device
+    )
+    scale = ratios[len(ratios) // 2] if ratios else 1.0
+    return scale * prior(ops)
+
+
+def worth_compiling(
+    seconds_per_call: float,
+    calls_left: Optional[int],
+    seconds_spent: float,
+    compile_seconds: float,
+    time_fraction: float = AOT_TIME_FRACTION,
+) -> bool:
+    r"""The cost model of the ``"auto"`` compilation mode: whether to stop calling a
+    cheaply compiled function and compile it with :func:`aot_compile`.
+
+    With a known number of calls left :math:`n`, compile when the time it saves,
+    :math:`n\,t\,(1 - f)` for :math:`t` seconds per call now and a compiled call
+    taking a fraction :math:`f` of that, exceeds the compile time :math:`c`. With an
+    unknown horizon (``pyro.infer.MCMC`` does not tell its kernel how many draws it
+    will ask for), compile once the time already spent in the function reaches
+    :math:`c`: the rule of ski rental, which never spends more than twice the time of
+    the best choice made knowing the future.
+
+    :param float seconds_per_call: :math:`t`.
+    :param calls_left: :math:`n`, or ``None`` when unknown.
+    :param float seconds_spent: time spent in the function so far.
+    :param float compile_seconds: :math:`c` (:func:`estimated_compile_seconds`).
+    :param float time_fraction: :math:`f`.
+    :rtype: bool
+    """
+    if calls_left is None:
+        return seconds_spent >= compile_seconds
+    return calls_left * seconds_per_call * (1.0 - time_fraction) > compile_seconds
+
+
 def make_fx_compile(fn: Callable, example_inputs: Sequence[torch.Tensor]) -> Callable:
     """Compile ``fn`` with TorchInductor, without TorchDynamo: ``fn`` is traced once to an
     ATen graph (:func:`~torch.fx.experimental.proxy_tensor.make_fx`) and the graph is
@@ -211,7 +514,12 @@ def inductor_compile(fn: Callable, example_inputs: Sequence[torch.Tensor]) -> Ca
     return make_fx_compile(fn, example_inputs)
 
 
-_COMPILERS = {"compile": export_compile, "make_fx": make_fx_compile, "trace": trace_compile}
+_COMPILERS = {
+    "aot": aot_compile,
+    "compile": export_compile,
+    "make_fx": make_fx_compile,
+    "trace": trace_compile,
+}
 
 
 def _probe(x: torch.Tensor) -> tuple:
@@ -229,23 +537,24 @@ def _probe(x: torch.Tensor) -> tuple:
 def _choose_backend(device_type: str) -> str:
     x = torch.tensor([[0, 1, 1, 0], [1, 1, 0, 1]], device=device_type)
     try:
-        value, grad, move, _ = _COMPILERS["compile"](_probe, (x,))(x)
+        value, grad, move, _ = _COMPILERS["aot"](_probe, (x,))(x)
         eager_value, eager_grad, _, _ = _probe(x)
         if not (torch.equal(value, eager_value) and torch.equal(grad, eager_grad)):
             raise RuntimeError("the compiled probe disagrees with the eager one")
         if move.shape != (2, 1):
             raise RuntimeError("the compiled probe draws moves of shape {}".format(move.shape))
     except Exception as error:  # any failure means: not this compiler here
-        logger.debug("torch.compile unavailable (%s: %s); using trace", type(error).__name__, error)
+        logger.debug("AOTInductor unavailable (%s: %s); using trace", type(error).__name__, error)
         return "trace"
-    return "compile"
+    return "aot"
 
 
 def choose_backend(device: torch.device | str = "cpu") -> str:
-    """The compiler that ``backend="default"`` means on ``device``: ``"compile"`` when
-    :func:`export_compile` compiles and runs a small transition-like function (a
+    """The compiler that ``backend="default"`` means on ``device``: ``"aot"`` when
+    :func:`aot_compile` compiles and runs a small transition-like function (a
     gradient inside, random draws) and agrees with eager mode, else ``"trace"``. The
-    probe runs once per process and device type (a few seconds, the first time).
+    probe runs once per process and device type (about ten seconds the first time on
+    a machine, milliseconds once its package is in the cache).
 
     :param device: a device or its name.
     :rtype: str
@@ -297,7 +606,8 @@ def compile_function(fn: Callable, example_inputs: tuple, backend: str) -> Optio
     :param callable fn: a function of tensors returning a tuple of tensors.
     :param tuple example_inputs: example arguments (tensors).
     :param str backend: ``"default"`` (the compiler :func:`choose_backend` picks for
-        the device of ``example_inputs``), ``"compile"``, ``"make_fx"`` or ``"trace"``
+        the device of ``example_inputs``), ``"aot"``, ``"compile"``, ``"make_fx"`` or
+        ``"trace"``
         (``"inductor"``, deprecated, means ``"make_fx"``).
     :rtype: callable or None
     :raises ValueError: for an unknown ``backend``.

@@ -24,16 +24,25 @@ eagerly rather than compiling a function for its length.
 
 from __future__ import annotations
 
+import logging
+import time
 from typing import Callable, Dict, NamedTuple, Optional, Tuple
 
 import torch
 
+from pyro_gwg import compilation
 from pyro_gwg.compilation import compile_function
 from pyro_gwg.density import traceable
 from pyro_gwg.energy import invalid_evaluations
 from pyro_gwg.proposals.algorithm import Algorithm
 
 __all__ = ["ChainDriver", "MoveMonitor", "Observer"]
+
+logger = logging.getLogger(__name__)
+
+#: calls of a function in the ``"auto"`` mode not timed for the cost model (the
+#: TorchScript executor specialises the graph during its first calls)
+UNTIMED_CALLS = 2
 
 #: ``observe(t, info, codes, log_joint)``: a block of transitions starting at step ``t``
 #: (counted from the first warmup step), with ``info`` fields ``[C, n]``, the states
@@ -75,8 +84,14 @@ class ChainDriver:
         ``None``; its ``static`` dict overrides ``build``'s arguments.
     :param int num_warmup: warmup steps (adapted, when there is an adaptation).
     :param str backend: the compiler of blocks of transitions (a backend of
-        :func:`~pyro_gwg.compilation.compile_function`: ``"make_fx"``, ``"compile"``,
-        ``"trace"``), or ``None`` for eager transitions. A density with a dictionary
+        :func:`~pyro_gwg.compilation.compile_function`: ``"aot"``, ``"compile"``,
+        ``"make_fx"``, ``"trace"``), ``"auto"`` or ``None`` for eager transitions.
+        ``"auto"`` starts each function with ``"trace"`` (milliseconds to compile) and
+        moves it to ``"aot"`` when the cost model
+        :func:`~pyro_gwg.compilation.worth_compiling` says the compile time will be
+        paid back: at once when the on-disk cache already has its package, else from
+        the time per call measured so far, the predicted compile time and the calls
+        left before :attr:`horizon`. A density with a dictionary
         ``inputs`` of tensors that change between calls (see
         :class:`~pyro_gwg.DiscreteEnergy`) has them passed to the compiled function as
         arguments, with their values of each call.
@@ -84,6 +99,11 @@ class ChainDriver:
     :ivar NamedTuple state: the chains' state (``None`` before :meth:`init`).
     :ivar int t: transitions taken since :meth:`init`.
     :ivar MoveMonitor moves: moves after warmup.
+    :ivar horizon: the step count ``t`` at which the caller will stop, or ``None`` when
+        unknown (the cost model of ``"auto"`` then compiles once the time spent in a
+        function reaches the predicted compile time).
+    :ivar on_compile: ``callable(message)`` told before a compilation of the ``"auto"``
+        mode starts (a runner shows it in its progress bar), or ``None``.
     """
 
     def __init__(
@@ -103,6 +123,8 @@ class ChainDriver:
         self.state: Optional[NamedTuple] = None
         self.t = 0
         self.moves = MoveMonitor()
+        self.horizon: Optional[int] = None
+        self.on_compile: Optional[Callable[[str], None]] = None
         self._algorithms: Dict[tuple, Algorithm] = {}
         self._compiled: Dict[tuple, Callable] = {}
         # the build arguments in force, as a cache key (changed only by the adaptation)
@@ -193,13 +215,33 @@ class ChainDriver:
         self, num_steps: int, code_dtype: torch.dtype, compiled: bool
     ) -> Tuple[NamedTuple, torch.Tensor, torch.Tensor]:
         backend = self.backend if compiled else None
-        fn = self._function(
-            (num_steps, code_dtype, backend),
-            lambda step: _blocks(step, num_steps, code_dtype),
-            backend,
-        )
+        if self.backend == "auto":
+            # a Python loop over the one-step function: it compiles once, whatever
+            # the block lengths, and its cost model counts steps
+            single = self._step_function(None)
+            fn = self._function(
+                (num_steps, code_dtype, "auto"),
+                lambda _: _blocks(lambda state: single(state)[:2], num_steps, code_dtype),
+                None,
+            )
+        else:
+            fn = self._function(
+                (num_steps, code_dtype, backend),
+                lambda step: _blocks(step, num_steps, code_dtype),
+                backend,
+            )
         self.state, info, (codes, log_joint) = fn(self.state)
         return info, codes, log_joint
+
+    def _step_function(self, extras: Optional[Callable[[NamedTuple], tuple]]) -> Callable:
+        """The one-step function ``state -> (state, info, extras(state))`` in force."""
+        adapting = self.adaptation is not None and self.warming_up
+        return self._function(
+            ("step", extras, self.backend),
+            lambda step: _single(step, extras),
+            self.backend,
+            lambda: self._steps_left(self.num_warmup if adapting else self.horizon),
+        )
 
     def step(self, extras: Optional[Callable[[NamedTuple], tuple]] = None) -> tuple:
         """One transition of every chain, with the warmup adaptation: the entry point
@@ -213,10 +255,7 @@ class ChainDriver:
         :returns: ``(info, extras)``: the step's statistics (``[C]`` fields) and the
             tensors ``extras`` returned (an empty tuple without it).
         """
-        fn = self._function(
-            ("step", extras, self.backend), lambda step: _single(step, extras), self.backend
-        )
-        self.state, info, out = fn(self.state)
+        self.state, info, out = self._step_function(extras)(self.state)
         start = self.t
         self.t += 1
         if start < self.num_warmup:
@@ -231,23 +270,40 @@ class ChainDriver:
         return info, out
 
     # ------------------------------------------------------------------ compilation
-    def _function(self, key: tuple, body_of: Callable, backend: Optional[str]) -> Callable:
+    def _steps_left(self, end: Optional[int]) -> Optional[int]:
+        return None if end is None else max(end - self.t, 0)
+
+    def _function(
+        self,
+        key: tuple,
+        body_of: Callable,
+        backend: Optional[str],
+        calls_left: Callable[[], Optional[int]] = lambda: None,
+    ) -> Callable:
         """The function of the cache for ``key`` and the build arguments in force,
-        compiled (see :meth:`_compile`) on its first use."""
+        compiled (see :meth:`_compile`) on its first use; ``calls_left()`` is the
+        number of calls the caller still expects (``None``: unknown)."""
         key = key + self._static_key
         fn = self._compiled.get(key)
         if fn is None:
-            fn = self._compiled[key] = self._compile(body_of, backend)
+            fn = self._compiled[key] = self._compile(body_of, backend, calls_left)
         return fn
 
-    def _compile(self, body_of: Callable[[Callable], Callable], backend: Optional[str]):
+    def _compile(
+        self,
+        body_of: Callable[[Callable], Callable],
+        backend: Optional[str],
+        calls_left: Callable[[], Optional[int]] = lambda: None,
+    ):
         """``state -> (state, info, extras)``: ``body_of(step)`` (a function of the state
         built on the algorithm's ``step``) compiled whole by ``backend`` (with a check
         for NaN or ``+inf`` log densities returned as a flag, since a compiled function
         cannot raise), or eager where ``backend`` is ``None``, where the density cannot
-        be compiled and where every compiler fails."""
+        be compiled and where every compiler fails. ``"auto"`` gives an
+        :class:`_AutoCompiled` function."""
         density = self.density
-        if backend is None or backend not in _compilers(density):
+        usable = _compilers(density)
+        if backend is None or (backend not in usable and backend != "auto"):
             return body_of(self.algorithm.step)
         state = self.state
         num_chains = state.codes.shape[0]
@@ -271,21 +327,89 @@ class ChainDriver:
             return (*new_state, *info, *extras, *checks)
 
         example = tuple(state) + tuple(inputs[name] for name in names)
-        compiled = compile_function(flat, example, backend)
-        if compiled is None:
-            return body_of(self.algorithm.step)
-        info_type, num_extras = types[0]
-        end_info = num_state + len(info_type._fields)
 
-        def run(current: NamedTuple) -> tuple:
-            out = compiled(*current, *(inputs[name] for name in names))
-            invalid, bad_codes = out[-2:]
-            if bool(invalid):
-                density.raise_invalid(bad_codes)
-            info = info_type(*out[num_state:end_info])
-            return state_type(*out[:num_state]), info, tuple(out[end_info : end_info + num_extras])
+        def wrap(compiled: Callable) -> Callable:
+            info_type, num_extras = types[0]
+            end_info = num_state + len(info_type._fields)
 
-        return run
+            def run(current: NamedTuple) -> tuple:
+                out = compiled(*current, *(inputs[name] for name in names))
+                invalid, bad_codes = out[-2:]
+                if bool(invalid):
+                    density.raise_invalid(bad_codes)
+                info = info_type(*out[num_state:end_info])
+                extras = tuple(out[end_info : end_info + num_extras])
+                return state_type(*out[:num_state]), info, extras
+
+            return run
+
+        if backend != "auto":
+            compiled = compile_function(flat, example, backend)
+            return body_of(self.algorithm.step) if compiled is None else wrap(compiled)
+        traced = compile_function(flat, example, "trace") if "trace" in usable else None
+        key = compilation.trace_key(traced, example) if traced is not None else None
+        cached = compilation.cached_aot(key, example) if "aot" in usable else None
+        if cached is not None:
+            logger.info("loaded a compiled transition from %s", compilation.cache_dir())
+            return wrap(cached)
+        start = body_of(self.algorithm.step) if traced is None else wrap(traced)
+        if "aot" not in usable:
+            return start
+        ops = compilation.trace_ops(traced) if traced is not None else None
+
+        def upgrade() -> Optional[Callable]:
+            current = tuple(self.state) + tuple(inputs[name] for name in names)
+            if self.on_compile is not None:
+                self.on_compile("compiling with AOTInductor")
+            compiled = compilation.try_aot_compile(flat, current, key, ops)
+            return None if compiled is None else wrap(compiled)
+
+        device = state.codes.device.type
+        estimate = compilation.estimated_compile_seconds(ops, device)
+        return _AutoCompiled(start, upgrade, calls_left, estimate, device)
+
+
+class _AutoCompiled:
+    """A function of the ``"auto"`` mode: ``start`` (traced, or eager) until the cost
+    model :func:`~pyro_gwg.compilation.worth_compiling` says that ``upgrade()``
+    (AOTInductor) pays, then what ``upgrade`` returned (``start`` again when it
+    failed)."""
+
+    def __init__(
+        self,
+        start: Callable,
+        upgrade: Callable[[], Optional[Callable]],
+        calls_left: Callable[[], Optional[int]],
+        compile_seconds: float,
+        device: str,
+    ) -> None:
+        self.current = start
+        self.final: Optional[Callable] = None
+        self.upgrade = upgrade
+        self.calls_left = calls_left
+        self.compile_seconds = compile_seconds
+        self.device = device
+        self.calls = 0
+        self.spent = 0.0  # seconds in all calls
+        self.timed = 0.0  # seconds in the calls after the first UNTIMED_CALLS
+
+    def __call__(self, state: NamedTuple) -> tuple:
+        if self.final is not None:
+            return self.final(state)
+        begin = time.perf_counter()
+        out = self.current(state)
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+        seconds = time.perf_counter() - begin
+        self.calls += 1
+        self.spent += seconds
+        if self.calls > UNTIMED_CALLS:
+            self.timed += seconds
+            per_call = self.timed / (self.calls - UNTIMED_CALLS)
+            left = self.calls_left()
+            if compilation.worth_compiling(per_call, left, self.spent, self.compile_seconds):
+                self.final = self.upgrade() or self.current
+        return out
 
 
 def _compilers(density) -> Tuple[str, ...]:

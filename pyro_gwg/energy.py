@@ -570,8 +570,8 @@ class DiscreteEnergy:
         if self.value_reads or self.batching == "loop":
             return ()
         if self.batching == "vmap":
-            return ("make_fx", "compile")
-        return ("make_fx", "compile", "trace")
+            return ("aot", "compile", "make_fx")
+        return ("aot", "compile", "make_fx", "trace")
 
     def value_and_grad(self, codes: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         """Log joint and packed gradient of a batch of states.

@@ -15,10 +15,11 @@ Vectorised and sequential runs drive the kernel's chains through its
 :class:`~pyro_gwg.driver.ChainDriver` (the chain loop of the package), one compiled
 function call for :data:`STEPS_PER_CALL` transitions at a time, the few left at the end
 of warmup and of sampling eagerly; warmup steps of a kernel that adapts, and every step
-of a run with a ``hook_fn``, go one at a time. With the kernels' default ``jit_compile="auto"`` the
-function is traced by :func:`torch.jit.trace`, or compiled by TorchInductor for runs of
-at least :data:`AUTO_INDUCTOR_MIN_SIZE` chain-transition-coordinates, where its seconds
-of compilation pay off (see :mod:`pyro_gwg.compilation`). Draws are stored as integer
+of a run with a ``hook_fn``, go one at a time. With the kernels' default
+``jit_compile="auto"`` each function is traced by :func:`torch.jit.trace` and moved to
+AOTInductor when the cost model of the driver, told the length of the run, predicts
+that the compilation pays (see :mod:`pyro_gwg.compilation`); the progress bar says
+when the run is compiling. Draws are stored as integer
 codes in preallocated buffers (the smallest integer type that holds the model's values,
 thinned as they are stored) and stay codes after the run: :meth:`MCMC.get_samples`
 decodes them to model values when asked, :data:`DECODE_ELEMENTS` codes at a time, so
@@ -56,7 +57,6 @@ from pyro_gwg.energy import DiscreteEnergy
 from pyro_gwg.kernels.base import DiscreteKernel
 
 __all__ = [
-    "AUTO_INDUCTOR_MIN_SIZE",
     "CONSTANT_WARNING_MIN_STEPS",
     "DECODE_ELEMENTS",
     "MCMC",
@@ -67,14 +67,6 @@ __all__ = [
 _CHAIN_METHODS = ("vectorized", "sequential", "parallel")
 #: transitions per call of the compiled transition function
 STEPS_PER_CALL = 8
-#: with ``jit_compile="auto"``, runs of at least this size (chains x transitions x
-#: coordinates) compile with TorchInductor, smaller ones with torch.jit.trace.
-#: Measured on a CPU (GWG, 8 steps per call): TorchInductor takes about 8.5 s to
-#: compile and saves 9-60 ns per chain, transition and coordinate over the trace
-#: (10 x 10 Ising with 16 chains: 116 -> 20 us per step; 40 x 40 Ising with 256
-#: chains: 7.2 -> 2.9 ms; RBM 784 x 500 with 16 chains: 499 -> 354 us); this size
-#: keeps the time lost by the wrong choice below 9 s at either end of that range
-AUTO_INDUCTOR_MIN_SIZE = 25 * 10**7
 #: stored codes decoded (or checked, or summarised) at once: bounds the work buffers
 #: of :meth:`MCMC.get_samples`, :meth:`MCMC.diagnostics` and :meth:`MCMC.summary`
 #: (an int64 copy of this many codes is 8 MiB)
@@ -357,34 +349,28 @@ class MCMC(AbstractMCMC):
         draws = self._draws
         driver = kernel.driver
         total = self.warmup_steps + self.num_samples
-        size = num_chains * total * layout.num_coords
-        # with jit_compile="auto", TorchInductor pays off for long runs; adapting warmup
-        # steps (one transition per call, a new function for each adapted setting)
-        # stay with torch.jit.trace
-        chosen = driver.backend
-        if kernel.jit_compile == "auto" and chosen is not None and size >= AUTO_INDUCTOR_MIN_SIZE:
-            chosen = "make_fx"
         every = 1 if self.hook_fn is not None else STEPS_PER_CALL
         progress = _Progress(tqdm(total=total, disable=self.disable_progbar), num_chains, total)
+        # the cost model of jit_compile="auto" weighs compile time against these steps
+        driver.horizon = driver.t + total
+        driver.on_compile = progress.compiling
         phases = (
-            ("Warmup", "warmup", False, self.warmup_steps),
-            ("Sample", "sampling", True, self.num_samples),
+            ("Warmup", "warmup", self.warmup_steps),
+            ("Sample", "sampling", self.num_samples),
         )
         phase = "warmup"
 
         def observe(t: int, info, codes: torch.Tensor, log_joint: torch.Tensor) -> None:
-            if keep:
+            if phase == "sampling":
                 draws.store(t - self.warmup_steps, info, codes, log_joint, chains)
             if self.hook_fn is not None:
                 self.hook_fn(kernel, kernel.current_values(), stage, t - start)
             progress.update(codes.shape[1], info.accepted)
 
         try:
-            for stage, phase, keep, steps in phases:
+            for stage, phase, steps in phases:
                 progress.start(stage + " " + label)
                 start = driver.t
-                if driver.adaptation is None or keep:
-                    driver.backend = chosen
                 driver.run(steps, observe, every, draws.code_dtype)
                 _synchronize(draws.codes.device)
                 clock = self._tick(phase, clock)
@@ -393,6 +379,7 @@ class MCMC(AbstractMCMC):
             raise
         finally:
             progress.close()
+            driver.horizon = driver.on_compile = None
         kernel.cleanup()
 
     def _check_site_names(self, energy: DiscreteEnergy) -> None:
@@ -801,8 +788,14 @@ class _Progress:
         self.accepted, self.steps = torch.zeros(()), 0
 
     def start(self, description: str) -> None:
+        self.description = description
         self.bar.set_description(description)
         self.accepted, self.steps = torch.zeros(()), 0
+
+    def compiling(self, message: str) -> None:
+        """Say in the bar that the run is compiling (until the next update)."""
+        self.bar.set_description("{} ({})".format(self.description, message))
+        self.bar.refresh()
 
     def update(self, steps: int, accepted: torch.Tensor) -> None:
         self.accepted = self.accepted.to(accepted.device) + accepted.sum()
@@ -812,6 +805,7 @@ class _Progress:
             done // self.refresh > self.bar.n // self.refresh or done == self.bar.total
         ):
             rate = float(self.accepted) / (self.steps * self.num_chains)
+            self.bar.set_description(self.description, refresh=False)
             self.bar.set_postfix({"acc. rate": "{:.3f}".format(rate)}, refresh=False)
         self.bar.update(steps)
 
@@ -990,3 +984,16 @@ def _check_initial_params(initial_params, num_chains: int) -> Optional[Dict[str,
             )
         out[name] = value
     return out
+
+
+def __getattr__(name: str):
+    if name == "AUTO_INDUCTOR_MIN_SIZE":  # the size threshold the cost model replaced
+        warnings.warn(
+            "AUTO_INDUCTOR_MIN_SIZE is no longer used: jit_compile='auto' weighs the "
+            "measured time per step against the predicted compile time (see "
+            "pyro_gwg.compilation.worth_compiling).",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return 25 * 10**7
+    raise AttributeError("module {!r} has no attribute {!r}".format(__name__, name))

@@ -7,6 +7,8 @@ test that compares drawn chains with an exact posterior through
 below, directly or through a helper of its module, without a marker of its own.
 """
 
+import os
+import tempfile
 import types
 
 import pyro.infer.mcmc.api as pyro_mcmc
@@ -14,6 +16,9 @@ import pytest
 import torch
 
 _STATISTICAL_CHECKS = frozenset({"assert_exact"})
+
+# compiled transitions go to a cache of this test process, not the user's
+os.environ["PYRO_GWG_CACHE_DIR"] = tempfile.mkdtemp(prefix="pyro_gwg_tests_")
 
 
 def _reaches(code: types.CodeType, namespace: dict, seen: set) -> bool:

@@ -187,7 +187,7 @@ def _transition(x):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["compile", "make_fx", "trace"])
+@pytest.mark.parametrize("backend", ["aot", "compile", "make_fx", "trace"])
 def test_each_backend_agrees_with_eager_mode(backend):
     x = torch.tensor([[0, 1, 1, 0, 1], [1, 1, 0, 1, 0], [0, 0, 0, 1, 1]])
     with inductor_config.patch(fallback_random=True):
@@ -209,24 +209,24 @@ def test_the_probe_chooses_the_public_compiler_once_per_process(monkeypatch):
 
     def counting(fn, example_inputs):
         calls.append(fn)
-        return compilation.export_compile(fn, example_inputs)
+        return compilation.aot_compile(fn, example_inputs)
 
-    monkeypatch.setitem(compilation._COMPILERS, "compile", counting)
-    assert compilation.choose_backend() == "compile"
-    assert compilation.choose_backend(torch.device("cpu")) == "compile"
+    monkeypatch.setitem(compilation._COMPILERS, "aot", counting)
+    assert compilation.choose_backend() == "aot"
+    assert compilation.choose_backend(torch.device("cpu")) == "aot"
     assert calls == [compilation._probe]
     compilation._choose_backend.cache_clear()
 
 
 def test_the_probe_falls_back_to_trace_silently(monkeypatch, caplog, recwarn):
     compilation._choose_backend.cache_clear()
-    monkeypatch.setitem(compilation._COMPILERS, "compile", _failing)
+    monkeypatch.setitem(compilation._COMPILERS, "aot", _failing)
     with caplog.at_level(logging.DEBUG, logger="pyro_gwg.compilation"):
         assert compilation.choose_backend() == "trace"
         compiled = compilation.compile_function(lambda x: (x * 2,), (torch.ones(2),), "default")
     compilation._choose_backend.cache_clear()
     assert torch.equal(compiled(torch.ones(2))[0], torch.full((2,), 2.0))
-    assert "torch.compile unavailable" in caplog.text
+    assert "AOTInductor unavailable" in caplog.text
     assert not [w for w in recwarn if issubclass(w.category, CompilationWarning)]
 
 

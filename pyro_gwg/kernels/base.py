@@ -34,7 +34,7 @@ from pyro_gwg.sites import UnsupportedModelError
 __all__ = ["DiscreteKernel", "JIT_MODES", "StuckChainWarning"]
 
 #: values of ``jit_compile``
-JIT_MODES = (False, True, "auto", "inductor")
+JIT_MODES = (False, True, "auto", "inductor", "make_fx")
 
 #: a chain that changes state in less than this fraction of its steps after warmup
 #: (and at least ``STUCK_MIN_STEPS`` steps) is reported by a :class:`StuckChainWarning`
@@ -42,7 +42,7 @@ STUCK_FRACTION = 0.01
 STUCK_MIN_STEPS = 100
 
 #: the compiler each ``jit_compile`` mode asks the chain driver for
-_BACKENDS = {False: None, True: "trace", "auto": "trace", "inductor": "make_fx"}
+_BACKENDS = {False: None, True: "trace", "auto": "auto", "inductor": "aot", "make_fx": "make_fx"}
 
 
 class StuckChainWarning(UserWarning):
@@ -57,14 +57,20 @@ class DiscreteKernel(MCMCKernel):
     :param jit_compile: how the whole transition (model forward and backward pass,
         proposal, MH) is compiled into one graph (see :mod:`pyro_gwg.compilation`):
 
-        * ``"auto"`` (default): :func:`torch.jit.trace` (milliseconds to compile); the
-          vectorised runner :class:`pyro_gwg.MCMC` uses TorchInductor instead for long
-          runs, several transitions per call. A model whose Python control flow
-          depends on latent values runs eagerly, with a warning.
-        * ``True``: :func:`torch.jit.trace`; such a model is an error.
-        * ``"inductor"``: TorchInductor (fused C++ or GPU kernels: seconds to compile,
-          the fastest per step) everywhere, falling back to ``torch.jit.trace`` and
-          then to eager mode, with a warning, where compilation fails.
+        * ``"auto"`` (default): :func:`torch.jit.trace` first (milliseconds to
+          compile), then AOTInductor (:func:`~pyro_gwg.compilation.aot_compile`: fused
+          C++ or GPU kernels, several times faster per step) once a cost model
+          (:func:`~pyro_gwg.compilation.worth_compiling`) predicts that the run is
+          long enough to pay for its compilation (tens of seconds), or at once when
+          the on-disk cache holds the compiled transition from an earlier run. A model
+          whose Python control flow depends on latent values runs eagerly, with a
+          warning.
+        * ``True``: :func:`torch.jit.trace` only; such a model is an error.
+        * ``"inductor"``: AOTInductor from the first step, falling back to
+          ``torch.jit.trace`` and then to eager mode, with a warning, where
+          compilation fails.
+        * ``"make_fx"``: TorchInductor through private PyTorch APIs (no disk cache;
+          faster to compile than AOTInductor, about as fast per step).
         * ``False``: eager mode.
     :param int max_plate_nesting: bound on nested plates; guessed when ``None``.
     :param callable init_strategy: Pyro per-site initialisation strategy
@@ -102,9 +108,8 @@ class DiscreteKernel(MCMCKernel):
     ) -> None:
         if not (isinstance(jit_compile, bool) or jit_compile in JIT_MODES[2:]):
             raise ValueError(
-                "jit_compile must be one of False, True, 'auto' or 'inductor', got {!r}".format(
-                    jit_compile
-                )
+                "jit_compile must be one of False, True, 'auto', 'inductor' or 'make_fx', "
+                "got {!r}".format(jit_compile)
             )
         self.model = model
         self.jit_compile = jit_compile
