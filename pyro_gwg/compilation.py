@@ -101,7 +101,8 @@ KNOWN_LIMITS: Dict[str, Tuple[str, ...]] = {
         "Unsupported value kind",
     ),
     # torch.export records shapes and values statically
-    "aot": ("data-dependent", "DataDependent"),
+    # ... and PyTorch before 2.6 has no AOTInductor packages
+    "aot": ("data-dependent", "DataDependent", "aoti_compile_and_package", "aoti_load_package"),
     "compile": ("data-dependent", "DataDependent"),
     "make_fx": ("data-dependent", "_local_scalar_dense"),
 }
@@ -348,12 +349,14 @@ def aot_compile(
     path = cache_dir() / name
     if not path.exists():
         start = time.perf_counter()
-        _write_atomically(
-            path,
-            lambda temporary: torch._inductor.aoti_compile_and_package(
-                program, package_path=temporary
-            ),
-        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)  # PyTorch's own notices
+            _write_atomically(
+                path,
+                lambda temporary: torch._inductor.aoti_compile_and_package(
+                    program, package_path=temporary
+                ),
+            )
         if ops is not None:
             _record_compile(ops, time.perf_counter() - start, example_inputs[0].device.type)
     if alias is not None:

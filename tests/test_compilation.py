@@ -271,7 +271,7 @@ def test_inductor_compile_is_a_deprecated_name_of_make_fx_compile():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(REGISTRY))
-@pytest.mark.parametrize("backend", ["trace", "make_fx"])
+@pytest.mark.parametrize("backend", ["trace", "make_fx", "aot"])
 def test_every_kernel_compiles_whole_blocks_without_falling_back(name, backend, caplog):
     # a compiler that fails falls back quietly where the failure is a known limit:
     # the blocks of every kernel on a plain model must really compile
@@ -285,3 +285,145 @@ def test_every_kernel_compiles_whole_blocks_without_falling_back(name, backend, 
             info, codes, _ = _advance(kernel, 4, backend)
     assert not [r.getMessage() for r in caplog.records if "failed" in r.getMessage()]
     assert codes.shape == (4, 4, 5) and info.accepted.shape == (4, 4)
+
+
+# ---------------------------------------------------------------- the cost model of "auto"
+
+
+def test_worth_compiling_weighs_the_time_saved_against_the_compile_time():
+    # known horizon: 1000 calls of 10 ms, a compiled call at 30 %: 7 s saved
+    assert compilation.worth_compiling(0.01, 1000, 0.0, 6.9, time_fraction=0.3)
+    assert not compilation.worth_compiling(0.01, 1000, 0.0, 7.1, time_fraction=0.3)
+    assert not compilation.worth_compiling(0.01, 0, 100.0, 0.5)
+    # unknown horizon: ski rental, compile once the time spent reaches the compile time
+    assert not compilation.worth_compiling(0.01, None, 9.9, 10.0)
+    assert compilation.worth_compiling(0.01, None, 10.0, 10.0)
+
+
+def test_the_compile_time_estimate_learns_from_this_machines_records(monkeypatch, tmp_path):
+    monkeypatch.setenv(compilation.CACHE_ENV, str(tmp_path))
+    prior = compilation.estimated_compile_seconds(100)
+    assert prior == pytest.approx(
+        compilation.COMPILE_SECONDS_FIXED + 100 * compilation.COMPILE_SECONDS_PER_OP
+    )
+    assert compilation.estimated_compile_seconds(None) > prior  # unknown size: 500 ops
+    compilation._record_compile(100, 3 * prior, "cpu")
+    compilation._record_compile(200, 1.0, "cuda")  # another device's record is not used
+    assert compilation.estimated_compile_seconds(100) == pytest.approx(3 * prior)
+    assert compilation.estimated_compile_seconds(300) == pytest.approx(
+        3 * (compilation.COMPILE_SECONDS_FIXED + 300 * compilation.COMPILE_SECONDS_PER_OP)
+    )
+    assert (tmp_path / compilation.cache_dir().name / "compile_times.json").exists()
+
+
+def test_trace_keys_tell_computations_apart():
+    weights = torch.tensor([1.0, 2.0, 3.0])
+
+    def key(w, x):
+        return compilation.trace_key(compilation.trace_compile(lambda y: (y * w,), (x,)), (x,))
+
+    x = torch.ones(3)
+    assert key(weights, x) == key(weights.clone(), x)  # same operators, same constants
+    assert key(weights, x) != key(weights + 1, x)  # a constant's value
+    assert key(weights, x) != key(weights, torch.ones(2, 3))  # an input's shape
+    assert compilation.trace_key(lambda y: y, (x,)) is None  # not a trace
+
+
+class _Clock:
+    """A stand-in for a compiled function: counts its calls."""
+
+    def __init__(self, name):
+        self.name, self.calls = name, 0
+
+    def __call__(self, state):
+        self.calls += 1
+        return self.name
+
+
+def _auto(compile_seconds, calls_left, upgraded):
+    from pyro_gwg.driver import _AutoCompiled
+
+    start, upgrades = _Clock("start"), []
+
+    def upgrade():
+        upgrades.append(1)
+        return upgraded
+
+    auto = _AutoCompiled(start, upgrade, lambda: calls_left, compile_seconds, "cpu")
+    return auto, start, upgrades
+
+
+def test_auto_functions_move_to_the_compiled_one_once_it_pays():
+    from pyro_gwg.driver import UNTIMED_CALLS
+
+    final = _Clock("final")
+    auto, start, upgrades = _auto(0.0, 10, final)
+    results = [auto(None) for _ in range(UNTIMED_CALLS + 3)]
+    # the untimed calls, then one timed call decides; every later call is compiled
+    assert results == ["start"] * (UNTIMED_CALLS + 1) + ["final"] * 2
+    assert upgrades == [1] and start.calls == UNTIMED_CALLS + 1
+    # a compile that does not pay back is never started
+    auto, start, upgrades = _auto(1e9, 10**6, final)
+    assert {auto(None) for _ in range(20)} == {"start"} and not upgrades
+    # a failed compilation is not retried: the function stays as it was
+    auto, start, upgrades = _auto(0.0, None, None)
+    assert {auto(None) for _ in range(20)} == {"start"} and upgrades == [1]
+
+
+@pytest.mark.slow
+def test_auto_mode_compiles_once_then_loads_the_package_from_disk(monkeypatch, tmp_path):
+    monkeypatch.setenv(compilation.CACHE_ENV, str(tmp_path))
+    monkeypatch.setattr(compilation, "estimated_compile_seconds", lambda ops, device="cpu": 0.0)
+    compiles = []
+    real = torch._inductor.aoti_compile_and_package
+
+    def counting(*args, **kwargs):
+        compiles.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(torch._inductor, "aoti_compile_and_package", counting)
+    model, args = SUITE["coupled_binary_field"]
+    messages, draws = [], []
+    for _ in range(2):
+        pyro.set_rng_seed(2)
+        mcmc = MCMC(GWG(model), num_samples=40, warmup_steps=10, num_chains=3)
+        # the progress bar says when the run compiles
+        monkeypatch.setattr(
+            "pyro_gwg.mcmc._Progress.compiling", lambda self, message: messages.append(message)
+        )
+        mcmc.run(*args)
+        draws.append(mcmc.get_samples()["x"])
+    assert compiles == [1]  # the second run loaded the package of the first
+    assert messages == ["compiling with AOTInductor"]
+    assert list((tmp_path / compilation.cache_dir().name / "aliases").iterdir())
+    assert draws[0].shape == draws[1].shape == (3 * 40, 5)
+
+
+@pytest.mark.slow
+def test_aot_packages_are_cached_on_disk_and_damaged_ones_are_compiled_afresh(
+    monkeypatch, tmp_path
+):
+    monkeypatch.setenv(compilation.CACHE_ENV, str(tmp_path))
+    x = torch.tensor([[0, 1, 1, 0], [1, 1, 0, 1]])
+    traced = compilation.trace_compile(_transition, (x,))
+    key = compilation.trace_key(traced, (x,))
+    assert compilation.cached_aot(key, (x,)) is None
+    with inductor_config.patch(fallback_random=True):
+        first = compilation.aot_compile(_transition, (x,), alias=key, ops=7)
+        (package,) = (tmp_path / compilation.cache_dir().name).glob("*.pt2")
+        loaded = compilation.cached_aot(key, (x,))
+        for fn in (first, loaded):
+            pyro.set_rng_seed(3)
+            got = fn(x)
+            pyro.set_rng_seed(3)
+            for a, b in zip(got, _transition(x)):
+                assert torch.allclose(a.float(), b.float())
+    package.write_bytes(b"not a package")
+    assert compilation.cached_aot(key, (x,)) is None
+
+
+def test_the_old_size_threshold_is_a_deprecated_name():
+    import pyro_gwg.mcmc
+
+    with pytest.deprecated_call(match="worth_compiling"):
+        assert pyro_gwg.mcmc.AUTO_INDUCTOR_MIN_SIZE > 0
