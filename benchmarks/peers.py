@@ -12,12 +12,16 @@ The same targets, written once per library:
 
 sampled by
 
-* ``gwg``: :class:`pyro_gwg.GWG` with ``num_flips="auto"`` (adapted toward acceptance
-  0.574 in :data:`GWG_WARMUP` warmup steps, then frozen; ``--num-flips`` fixes it) on
-  ``C`` vectorised chains, driven as :class:`pyro_gwg.MCMC` drives it: warmup steps one
-  at a time, then compiled calls of ``STEPS_PER_CALL`` transitions
-  (:meth:`~pyro_gwg.DiscreteKernel.advance`), compiled by TorchInductor, which
-  ``jit_compile="auto"`` picks for runs of this size;
+* ``gwg``: the user's path: the model written with ``pyro.plate`` and ``pyro.factor``
+  and run by ``pyro_gwg.MCMC(GWG(model, num_flips="auto"), num_samples, warmup_steps=``
+  :data:`GWG_WARMUP` ``, num_chains=C)`` with every other argument at its default
+  (``num_flips`` adapted toward acceptance 0.574 in warmup, then frozen; ``--num-flips``
+  fixes it; ``jit_compile="auto"``, whose cost model chooses between ``torch.jit.trace``
+  and AOTInductor). A pilot run of :data:`GWG_PILOT` draws measures this path's
+  sampling rate; the measured run asks for as many draws as fill ``--budget``, and
+  its set-up, warmup (with any compilation) and sampling times are reported apart.
+  The worker starts with an empty cache of compiled transitions, so the pilot pays
+  any first compilation;
 * ``numpyro``: ``DiscreteHMCGibbs(NUTS(model), modified=True)`` (one sweep of Metropolised
   Gibbs updates over all sites in random order per draw), its ``sample`` vmapped over the
   ``C`` chains and scanned under one ``jax.jit``, as ``numpyro.infer.MCMC(...,
@@ -30,23 +34,24 @@ sampled by
 
 Each sampler runs in its own process (``--threads`` threads; default 1 for every library),
 in the order gwg, numpyro, pymc for each setting, so that load on a shared machine hits
-all three alike. In each process: build and compile (the first call, timed apart as
-``compile_s``; for GWG it includes the warmup), burn-in for ``--burn-in`` seconds, then
-sampling in blocks for ``--budget`` seconds. The draws of the timed phase (thinned
-only when they would not fit in memory) go back to the driver, which computes for every
-sampler alike the ESS of the Hamming distance to one fixed reference state with exactly
-``D / 2`` ones (:func:`pyro_gwg.diagnostics.hamming_ess`, per chain, summed over
-chains), and reports it per second, per step (transition, sweep or draw) and per 1000
-model evaluations (GWG: one forward and backward pass per step; NumPyro: ``D`` potential
-evaluations per sweep; PyMC: ``1 + 0.8 D`` expected log-density evaluations per draw).
+all three alike. In the NumPyro and PyMC processes: build and compile (the first call,
+timed apart as ``compile_s``), burn-in for ``--burn-in`` seconds, then sampling in
+blocks for ``--budget`` seconds; GWG's ``compile_s`` is its set-up and warmup time. The
+draws of the timed phase (thinned only when they would not fit in memory) go back to the
+driver, which computes for every sampler alike the ESS of the Hamming distance to one
+fixed reference state with exactly ``D / 2`` ones
+(:func:`pyro_gwg.diagnostics.hamming_ess`, per chain, summed over chains), and reports it
+per second, per step (transition, sweep or draw) and per 1000 model evaluations (GWG:
+one forward and backward pass per step; NumPyro: ``D`` potential evaluations per sweep;
+PyMC: ``1 + 0.8 D`` expected log-density evaluations per draw).
 
 Run from the repository root (needs the ``bench`` extra: ``pip install -e .[bench]``)::
 
     python benchmarks/peers.py            # full settings (about 30 minutes)
     python benchmarks/peers.py --quick    # L = 10, theta = 0.4, the RBM, 16 chains
 
-Results go to ``benchmarks/results/peers.json`` and ``peers.png``, and the table to the
-section "Peers (issue 8)" of ``benchmarks/RESULTS.md``.
+Results go to ``benchmarks/results/peers.json`` and ``peers.png`` (``--output``);
+``benchmarks/report.py`` puts them into ``benchmarks/RESULTS.md``.
 """
 
 from __future__ import annotations
@@ -57,6 +62,7 @@ import json
 import math
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -72,10 +78,13 @@ SAMPLERS = ("gwg", "numpyro", "pymc")
 NUM_FLIPS = {"10": "auto", "40": "auto", "rbm": "auto"}
 #: GWG warmup steps (they adapt ``num_flips``; untimed, reported with the compile time)
 GWG_WARMUP = 500
+#: GWG pilot run (draws after the warmup) that measures the sampling rate of the user's
+#: path, from which the measured run's number of draws is set to fill the budget
+GWG_PILOT = 2000
 #: PyMC: probability of proposing a flip at each site of a sweep (its default)
 PYMC_TRANSIT_P = 0.8
 MAX_STORED_BYTES = 1 << 28
-SECTION = "## Peers (issue 8)"
+SECTION = "## Peers"
 
 
 # ----------------------------------------------------------------------------- targets
@@ -161,52 +170,86 @@ class Blocks:
 
 
 def run_gwg(spec: Dict[str, object]) -> Dict[str, object]:
+    """GWG as a user runs it: the model written with ``pyro.plate`` and ``pyro.factor``,
+    ``pyro_gwg.MCMC(GWG(model, num_flips=...), num_samples, warmup_steps, num_chains)``
+    with every other argument at its default (``jit_compile="auto"``: the driver's cost
+    model picks the compiler). A short pilot run gives the sampling rate of this path;
+    the measured run then asks for as many draws as fit the budget. Set-up, warmup
+    (adapting ``num_flips``, and compiling where the cost model chose to) and sampling
+    are timed apart by the runner."""
     import pyro
+    import pyro.distributions as dist
     import torch
 
-    from pyro_gwg import GWG
-    from pyro_gwg.mcmc import STEPS_PER_CALL
-    from pyro_gwg.models import lattice_ising, rbm
+    from pyro_gwg import GWG, MCMC
 
     torch.set_num_threads(spec["threads"])
     pyro.set_rng_seed(spec["seed"])
     target = spec["target"]
     if target["kind"] == "rbm":
         arrays = rbm_arrays(Path(spec["rbm_path"]))
-        names = ("weights", "visible_bias", "hidden_bias")
-        model, args, kwargs = rbm, [torch.from_numpy(arrays[k]) for k in names], {}
-    else:
-        model, args = lattice_ising, ()
-        kwargs = {"size": target["size"], "coupling": target["theta"]}
-    kernel = GWG(model, num_flips=spec["num_flips"])
-    kernel.vectorized_chains = spec["chains"]
-    accepted = []
-
-    def block():
-        blocks = []
-        kernel.driver.run(
-            STEPS_PER_CALL, lambda t, *out: blocks.append(out), STEPS_PER_CALL, torch.int8
+        weights, visible_bias, hidden_bias = (
+            torch.from_numpy(arrays[k]) for k in ("weights", "visible_bias", "hidden_bias")
         )
-        info, codes, _ = blocks[0]
-        accepted.append(info.accepted.float().mean())
-        return codes.numpy(), STEPS_PER_CALL
+        site = "v"
 
-    def first():  # warmup (adapting num_flips="auto") as pyro_gwg.MCMC runs it, then compile
-        kernel.setup(spec["gwg_warmup"], *args, **kwargs)
-        kernel.driver.run(spec["gwg_warmup"], every=STEPS_PER_CALL)
-        kernel.driver.backend = "make_fx"
-        return block()
+        def model():
+            with pyro.plate("visible", 784):
+                v = pyro.sample("v", dist.Bernoulli(logits=visible_bias))
+            hidden = v @ weights.T + hidden_bias
+            pyro.factor("hidden_units", torch.nn.functional.softplus(hidden).sum(-1))
 
-    out = Blocks(spec).run(first, block)
-    out["accept_rate"] = float(torch.stack(accepted).mean())
-    out["evals_per_step"] = 1.0
-    out["settings"] = {
-        "num_flips": kernel.current_num_flips,
-        "num_flips_setting": spec["num_flips"],
-        "warmup_steps": spec["gwg_warmup"],
-        "temperature": kernel.temperature,
+    else:
+        size, theta, site = target["size"], target["theta"], "x"
+
+        def model():
+            with pyro.plate("rows", size, dim=-2), pyro.plate("cols", size, dim=-1):
+                x = pyro.sample("x", dist.Bernoulli(0.5))
+            s = 2 * x - 1
+            bonds = s * (torch.roll(s, -1, -1) + torch.roll(s, -1, -2))
+            pyro.factor("coupling", theta * bonds.sum((-2, -1)))
+
+    chains, coords = spec["chains"], num_coords(target)
+
+    def run(num_samples: int, thinning: int = 1) -> MCMC:
+        mcmc = MCMC(
+            GWG(model, num_flips=spec["num_flips"]),
+            num_samples=num_samples,
+            warmup_steps=spec["gwg_warmup"],
+            num_chains=chains,
+            thinning=thinning,
+            disable_progbar=True,
+        )
+        mcmc.run()
+        return mcmc
+
+    pilot = run(spec["gwg_pilot"])
+    seconds_per_step = pilot.timing["sampling"] / spec["gwg_pilot"]
+    steps = max(int(spec["budget_s"] / seconds_per_step), spec["gwg_pilot"])
+    thin = max(1, math.ceil(steps * chains * coords / MAX_STORED_BYTES))
+    steps -= steps % thin
+    mcmc = run(steps, thin)
+    codes = mcmc.get_samples(group_by_chain=True)[site].reshape(chains, steps // thin, coords)
+    np.save(Path(spec["draws_path"]), codes.to(torch.int8).numpy())
+    stats = mcmc.get_statistics()
+    timing = mcmc.timing
+    return {
+        "compile_s": timing["setup"] + timing["warmup"],
+        "setup_s": timing["setup"],
+        "warmup_s": timing["warmup"],
+        "sampling_s": timing["sampling"],
+        "pilot_timing": dict(pilot.timing),
+        "steps": steps,
+        "thinning": thin,
+        "accept_rate": float(stats["accepted"].float().mean()),
+        "evals_per_step": 1.0,
+        "settings": {
+            "num_flips": mcmc.kernel.adapted_num_flips or mcmc.kernel.num_flips,
+            "num_flips_setting": spec["num_flips"],
+            "warmup_steps": spec["gwg_warmup"],
+            "temperature": mcmc.kernel.temperature,
+        },
     }
-    return out
 
 
 def run_numpyro(spec: Dict[str, object]) -> Dict[str, object]:
@@ -348,10 +391,14 @@ def thread_env(threads: int) -> Dict[str, str]:
 
 def run_worker(spec: Dict[str, object], threads: int, timeout: float) -> Dict[str, object]:
     command = [sys.executable, __file__, "--worker", json.dumps(spec)]
+    env = thread_env(threads)
+    cache = tempfile.mkdtemp(prefix="peers_cache_")  # no compiled transitions yet
+    env["PYRO_GWG_CACHE_DIR"] = cache
     start = time.perf_counter()
-    proc = subprocess.run(
-        command, capture_output=True, text=True, env=thread_env(threads), timeout=timeout
-    )
+    try:
+        proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout)
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     if proc.returncode != 0 or not lines:
         raise RuntimeError(
@@ -445,6 +492,7 @@ def run(args: argparse.Namespace) -> Dict[str, object]:
                     "pymc_chains": args.pymc_chains,
                     "num_flips": args.num_flips[flips_key(target)],
                     "gwg_warmup": GWG_WARMUP,
+                    "gwg_pilot": GWG_PILOT,
                     "rbm_path": str(rbm_path),
                     "draws_path": str(workdir / "draws.npy"),
                 }
@@ -628,18 +676,6 @@ def _sampler_label(run: Dict[str, object]) -> str:
     return "gwg (N = {})".format(run["settings"]["num_flips"])
 
 
-def write_section(path: Path, section: str) -> None:
-    """Replace (or append) this benchmark's section of RESULTS.md, keeping the others."""
-    text = path.read_text() if path.exists() else "# Benchmark results\n"
-    start = text.find(SECTION)
-    if start >= 0:
-        end = text.find("\n## ", start + len(SECTION))
-        text = text[:start] + section + (text[end + 1 :] if end >= 0 else "")
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    path.write_text(text)
-
-
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="two targets, 16 chains, short")
@@ -659,7 +695,6 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=600, help="seconds per process")
     parser.add_argument("--output", type=Path, default=HERE / "results" / "peers.json")
-    parser.add_argument("--results-md", type=Path, default=HERE / "RESULTS.md")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     flips = dict(NUM_FLIPS)
@@ -691,10 +726,7 @@ def main(argv: Optional[List[str]] = None) -> Optional[Dict[str, object]]:
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(results, indent=2) + "\n")
     plot(results, args.output.with_suffix(".png"))
-    section = table(results)
-    if not args.quick:
-        write_section(args.results_md, section)
-    print(section)
+    print(table(results))
     print("wrote {}".format(args.output))
     return results
 

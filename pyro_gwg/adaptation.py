@@ -2,13 +2,15 @@ r"""Warmup adaptation: host-side schemes that the chain driver calls after every
 step.
 
 An adaptation has a ``static`` dict (the ``build`` arguments it sets, see
-:mod:`pyro_gwg.proposals.algorithm`; a change builds and compiles the transition anew)
-and a method ``update(t, state, info) -> state``, called with the 0-based warmup step
-``t`` (of ``num_warmup``), the state after that step and its ``info`` (``[C]`` fields);
-it returns the state to continue from (with an adapted step size or preconditioner
-written into it). Schemes:
+:mod:`pyro_gwg.proposals.algorithm`; a change builds and compiles the transition anew,
+so the schemes here keep it constant and adapt fields of the state instead) and a
+method ``update(t, state, info) -> state``, called with the 0-based warmup step ``t``
+(of ``num_warmup``), the state after that step and its ``info`` (``[C]`` fields); it
+returns the state to continue from (with an adapted number of flips, step size or
+preconditioner written into it). Schemes:
 
-* :class:`NumFlipsAdaptation` (GWG): dual averaging on :math:`\log N`;
+* :class:`NumFlipsAdaptation` (GWG): dual averaging on :math:`\log N`, on the
+  ``num_flips`` field of the state;
 * :class:`StepSizeAdaptation` (NCG, AVG, PAVG): dual averaging on :math:`\log\epsilon`,
   one scheme per chain, on the ``step_size`` field of the state;
 * :class:`PreconditionerAdaptation` (PAVG): fits the preconditioner ``M`` from warmup
@@ -43,6 +45,10 @@ class NumFlipsAdaptation:
     probability as statistic), rounded to an integer in :math:`[1, D]` and frozen at the
     rounded average iterate after the last warmup step.
 
+    :math:`N` is a run-time value: the ``num_flips`` field of the state, read by a step
+    built with ``max_flips = D`` (its ``static``), so that adapting it never builds or
+    compiles the transition again.
+
     :param int num_flips: starting value.
     :param int num_coords: ``D``.
     :param float target_accept_prob: target acceptance probability.
@@ -52,11 +58,13 @@ class NumFlipsAdaptation:
     def __init__(
         self, num_flips: int, num_coords: int, target_accept_prob: float, num_warmup: int
     ) -> None:
-        self.static: Dict[str, int] = {"num_flips": int(num_flips)}
+        self.static: Dict[str, int] = {"max_flips": int(num_coords)}
         self.num_coords = num_coords
         self.target_accept_prob = target_accept_prob
         self.num_warmup = num_warmup
         self._dual = DualAveraging(prox_center=math.log(num_flips))
+        #: the value in force
+        self.current = int(num_flips)
         #: the value frozen at the end of warmup (``None`` before)
         self.adapted: Optional[int] = None
 
@@ -65,10 +73,10 @@ class NumFlipsAdaptation:
         log_flips, log_flips_avg = self._dual.get_state()
         final = t + 1 >= self.num_warmup
         log_flips = min(max(log_flips_avg if final else log_flips, 0.0), math.log(self.num_coords))
-        self.static = {"num_flips": max(1, min(round(math.exp(log_flips)), self.num_coords))}
+        self.current = max(1, min(round(math.exp(log_flips)), self.num_coords))
         if final:
-            self.adapted = self.static["num_flips"]
-        return state
+            self.adapted = self.current
+        return state._replace(num_flips=torch.full_like(state.num_flips, self.current))
 
 
 class StepSizeAdaptation:

@@ -57,6 +57,7 @@ import torch
 
 __all__ = [
     "BACKENDS",
+    "aot_available",
     "aot_compile",
     "cache_dir",
     "cached_aot",
@@ -130,6 +131,16 @@ def _tracing_context() -> Iterator[None]:
     finally:
         for p in frozen:
             p.requires_grad_(True)
+
+
+@contextlib.contextmanager
+def _keeping_rng(example_inputs: Sequence[torch.Tensor]) -> Iterator[None]:
+    """Restore the global random generators (the CPU's, and the CUDA devices' of
+    ``example_inputs``) on exit: compiling runs the function, but never takes random
+    numbers from the run it compiles for."""
+    devices = sorted({t.device.index or 0 for t in example_inputs if t.device.type == "cuda"})
+    with torch.random.fork_rng(devices=devices):
+        yield
 
 
 def trace_compile(fn: Callable, example_inputs: tuple) -> Callable:
@@ -262,7 +273,12 @@ def _package_key(program, example_inputs: Sequence[torch.Tensor]) -> str:
         for name, t in list(program.state_dict.items()) + list(program.constants.items())
         if isinstance(t, torch.Tensor)
     )
-    parts = ["aot", torch.__version__, program.graph_module.code, _signature(example_inputs)]
+    parts = [
+        "aot fallback_random",
+        torch.__version__,
+        program.graph_module.code,
+        _signature(example_inputs),
+    ]
     for name, tensor in tensors:
         parts += [name, tensor]
     return _digest(parts)
@@ -313,7 +329,8 @@ def cached_aot(key: Optional[str], example_inputs: Sequence[torch.Tensor]) -> Op
     alias = cache_dir() / "aliases" / key
     try:
         path = cache_dir() / alias.read_text().strip()
-        return _load(path, example_inputs)
+        with _keeping_rng(example_inputs):
+            return _load(path, example_inputs)
     except Exception as error:  # a missing, partial or foreign package: compile afresh
         logger.debug("no usable cached package for %s (%s)", key, error)
         return None
@@ -332,7 +349,9 @@ def aot_compile(
     :func:`cache_dir` under a hash of the exported graph, its constants and its inputs,
     and loaded from there by every later compilation of the same function, in any
     process. The result is called once on ``example_inputs``, so that errors surface
-    here; calls and randomness as in :func:`export_compile`.
+    here. Random operators call PyTorch's own kernels (TorchInductor's
+    ``fallback_random``): a compiled call draws the same random numbers from the global
+    generator as the same function run eagerly or traced.
 
     :param callable fn: a function of tensors returning a tuple of tensors.
     :param example_inputs: example arguments.
@@ -349,7 +368,12 @@ def aot_compile(
     path = cache_dir() / name
     if not path.exists():
         start = time.perf_counter()
-        with warnings.catch_warnings():
+        from torch._inductor import config as inductor_config
+
+        # random operators call PyTorch's own (fallback_random): they draw from the
+        # global generator exactly as the traced and eager transitions do, so a run
+        # gives the same draws for a seed whichever compiler ran which steps
+        with warnings.catch_warnings(), inductor_config.patch(fallback_random=True):
             warnings.simplefilter("ignore", FutureWarning)  # PyTorch's own notices
             _write_atomically(
                 path,
@@ -363,6 +387,19 @@ def aot_compile(
         aliased = cache_dir() / "aliases" / alias
         _write_atomically(aliased, lambda temporary: pathlib.Path(temporary).write_text(name))
     return _load(path, example_inputs)
+
+
+def aot_available() -> bool:
+    """Whether this PyTorch has AOTInductor packages (2.6 and later): without them
+    ``"auto"`` stays with :func:`trace_compile`.
+
+    :rtype: bool
+    """
+    import torch._inductor
+
+    return hasattr(torch._inductor, "aoti_compile_and_package") and hasattr(
+        torch._inductor, "aoti_load_package"
+    )
 
 
 def trace_ops(traced: Callable) -> Optional[int]:
@@ -390,21 +427,23 @@ def try_aot_compile(
     :rtype: callable or None
     """
     try:
-        return aot_compile(fn, example_inputs, alias, ops)
+        with _keeping_rng(example_inputs):
+            return aot_compile(fn, example_inputs, alias, ops)
     except Exception as error:  # any compiler failure: the caller keeps what it has
         _report("aot", error, ("the function compiled so far",))
         return None
 
 
 #: the cost model's prior for a compilation by :func:`aot_compile`, in seconds: a fixed
-#: part and a part per operator of the trace (measured on a 2-core machine: about 20 s
-#: for one GWG transition of a 10 x 10 Ising model, 120 operators)
+#: part ... (measured on a 2-core machine: about 21 s for one GWG transition of a
+#: 10 x 10 Ising model, 184 operators in its trace)
 COMPILE_SECONDS_FIXED = 10.0
-COMPILE_SECONDS_PER_OP = 0.08
+#: ... and a part per operator of the function's trace (:func:`trace_ops`)
+COMPILE_SECONDS_PER_OP = 0.06
 #: the cost model's prior for the time of a transition compiled by :func:`aot_compile`,
-#: as a fraction of its time under :func:`trace_compile` (0.14 measured for one GWG
-#: transition of a 10 x 10 Ising model, 16 chains; conservative)
-AOT_TIME_FRACTION = 0.3
+#: as a fraction of its time under :func:`trace_compile` (0.08-0.14 measured for one
+#: GWG transition of a 10 x 10 Ising model, 16 chains; rounded up)
+AOT_TIME_FRACTION = 0.2
 _STATS_FILE = "compile_times.json"
 _STATS_KEPT = 32
 
@@ -620,7 +659,8 @@ def compile_function(fn: Callable, example_inputs: tuple, backend: str) -> Optio
     chain = (backend,) + FALLBACKS[backend]
     for i, name in enumerate(chain):
         try:
-            return _COMPILERS[name](fn, example_inputs)
+            with _keeping_rng(example_inputs):
+                return _COMPILERS[name](fn, example_inputs)
         except Exception as error:  # any compiler failure: hand over to the next one
             _report(name, error, chain[i + 1 :])
     return None

@@ -348,6 +348,8 @@ class ChainDriver:
             return body_of(self.algorithm.step) if compiled is None else wrap(compiled)
         traced = compile_function(flat, example, "trace") if "trace" in usable else None
         key = compilation.trace_key(traced, example) if traced is not None else None
+        if not compilation.aot_available():
+            usable = tuple(name for name in usable if name != "aot")
         cached = compilation.cached_aot(key, example) if "aot" in usable else None
         if cached is not None:
             logger.info("loaded a compiled transition from %s", compilation.cache_dir())

@@ -860,7 +860,8 @@ class DiscreteEnergy:
                         "a different {} than the eager model at a second state, so it "
                         "does not follow the model (an operation the tracer records as a "
                         "constant, or value-dependent control flow it could not see). "
-                        "Use jit_compile=False, or 'inductor'.".format(
+                        "Use jit_compile=False (or the default 'auto', which then runs "
+                        "the model eagerly).".format(
                             "log density"
                             if not torch.allclose(f_jit, f_eager, rtol=_RTOL, atol=_ATOL)
                             else "gradient"
@@ -883,8 +884,10 @@ class DiscreteEnergy:
             if _out_of_memory(error) or isinstance(error, UnsupportedModelError):
                 raise
             raise UnsupportedModelError(
-                "torch.jit.trace could not trace the model ({}: {}); use jit_compile=False, "
-                "or 'inductor'.".format(type(error).__name__, _first_line(error))
+                "torch.jit.trace could not trace the model ({}: {}); use jit_compile=False "
+                "(or the default 'auto', which then runs the model eagerly).".format(
+                    type(error).__name__, _first_line(error)
+                )
             ) from error
 
     # ------------------------------------------------------------------ initial states

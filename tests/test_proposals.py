@@ -207,7 +207,7 @@ def test_repeated_draws_of_a_coordinate_move_it_once():
     torch.manual_seed(0)
     logits = torch.zeros(500, 2, 3)  # two coordinates: repeats are frequent
     move = sample_move(*coordinate_log_probs(logits), num_flips=4)
-    for draws, cand, distinct in zip(*move):
+    for draws, cand, distinct in zip(*move[:3]):
         for n in range(4):
             first = int((draws == draws[n]).nonzero()[0])
             assert bool(distinct[n]) == (first == n) and cand[n] == cand[first]
@@ -258,6 +258,23 @@ def _moves(layout, num_flips, num_states):
             )
 
 
+def _check_masked_draw_changes_nothing(states, move, proposal, ok, layout):
+    """The move with one more draw, inactive (a run-time number of flips below the
+    number drawn), proposes the same state with the same probability both ways."""
+    padded = GWGMove(
+        torch.cat([move.draws, move.draws[:, :1]], 1),
+        torch.cat([move.candidate, move.candidate[:, :1]], 1),
+        torch.cat([move.distinct, torch.zeros_like(move.distinct[:, :1])], 1),
+        torch.cat([torch.ones_like(move.distinct), torch.zeros_like(move.distinct[:, :1])], 1),
+    )
+    proposal = tuple(t[ok] for t in proposal)
+    assert torch.equal(move_log_prob(*proposal, padded), move_log_prob(*proposal, move))
+    new, reverse = apply_move(states, move, layout)
+    new_padded, reverse_padded = apply_move(states, padded, layout)
+    assert torch.equal(new, new_padded)
+    assert torch.equal(reverse_padded.candidate[:, :-1], reverse.candidate)
+
+
 @pytest.mark.parametrize("uniform_weight", [0.0, 0.3])
 @pytest.mark.parametrize("num_flips", [1, 2])
 @pytest.mark.parametrize("name", sorted(LAYOUTS))
@@ -282,8 +299,9 @@ def test_detailed_balance_of_every_move(name, num_flips, uniform_weight):
         if not ok.any():
             continue
         log_fwd = move_log_prob(*proposal, move)[ok]
-        move = GWGMove(*(t[ok] for t in move))
+        move = GWGMove(*(t[ok] for t in move[:3]))
         new, reverse = apply_move(states[ok], move, layout)
+        _check_masked_draw_changes_nothing(states[ok], move, proposal, ok, layout)
         f_new, grad_new = target.value_and_grad(new)
         logits_new = proposal_logits(layout.gains(new, grad_new))
         true_rev = true_log_prob(logits_new, reverse, uniform_weight)

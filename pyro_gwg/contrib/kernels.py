@@ -40,7 +40,8 @@ class RBMBlockGibbs(DiscreteKernel):
     :param callable model: :func:`~pyro_gwg.models.rbm.rbm` (the default) or a model
         with its signature and site ``"v"``.
     :param jit_compile: compilation of the whole transition: ``"auto"`` (default),
-        ``True``, ``"inductor"`` or ``False``; see :class:`~pyro_gwg.DiscreteKernel`.
+        ``True``, ``"inductor"``, ``"make_fx"`` or ``False``; see
+        :class:`~pyro_gwg.DiscreteKernel`.
     :param callable init_strategy: Pyro per-site initialisation strategy.
     """
 

@@ -28,7 +28,8 @@ class EvaluatingKernel(DiscreteKernel):
         (with a :class:`~pyro_gwg.BatchingWarning`).
     :param int chunk_size: most states per batched run of the model.
     :param jit_compile: compilation of the whole transition: ``"auto"`` (default),
-        ``True``, ``"inductor"`` or ``False``; see :class:`~pyro_gwg.DiscreteKernel`.
+        ``True``, ``"inductor"``, ``"make_fx"`` or ``False``; see
+        :class:`~pyro_gwg.DiscreteKernel`.
     :param int max_plate_nesting: bound on nested plates; guessed when ``None``.
     :param callable init_strategy: Pyro per-site initialisation strategy.
 

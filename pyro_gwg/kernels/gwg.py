@@ -80,7 +80,8 @@ class GWG(DiscreteKernel):
     :param float target_accept_prob: acceptance probability that the adaptation of
         ``num_flips`` aims at (default 0.574, as for the step size of the NCG kernels).
     :param jit_compile: compilation of the whole transition: ``"auto"`` (default),
-        ``True``, ``"inductor"`` or ``False``; see :class:`~pyro_gwg.DiscreteKernel`.
+        ``True``, ``"inductor"``, ``"make_fx"`` or ``False``; see
+        :class:`~pyro_gwg.DiscreteKernel`.
     :param int max_plate_nesting: bound on nested plates; guessed when ``None``.
     :param callable init_strategy: Pyro per-site initialisation strategy (default
         :func:`~pyro.infer.autoguide.initialization.init_to_sample`).
@@ -144,20 +145,26 @@ class GWG(DiscreteKernel):
     def current_num_flips(self) -> int:
         """The number of coordinates drawn per proposal in force (adapted during
         warmup with ``adapt_num_flips``; needs :meth:`setup`)."""
-        static = self.driver.static if self.driver is not None else {}
-        return static.get("num_flips", self._start_num_flips(self.energy.layout.num_coords))
+        driver = self.driver
+        if driver is not None and driver.state is not None:
+            return int(driver.state.num_flips[0])
+        return self._start_num_flips(self.energy.layout.num_coords)
 
-    def build(self, density, num_flips: Optional[int] = None) -> Algorithm:
+    def build(
+        self, density, num_flips: Optional[int] = None, max_flips: Optional[int] = None
+    ) -> Algorithm:
         """GWG on ``density``: :func:`~pyro_gwg.proposals.gwg.build_gwg` with this
         kernel's settings.
 
         :param density: a :class:`~pyro_gwg.density.Density`.
         :param int num_flips: overrides the kernel's starting number of flips.
+        :param int max_flips: the largest run-time number of flips (set by the
+            adaptation of ``num_flips``), or ``None`` for a fixed one.
         :rtype: Algorithm
         """
         if num_flips is None:
             num_flips = self._start_num_flips(density.layout.num_coords)
-        return build_gwg(density, self.temperature, num_flips, self.uniform_weight)
+        return build_gwg(density, self.temperature, num_flips, self.uniform_weight, max_flips)
 
     def adaptation(self, density, num_warmup: int) -> Optional[NumFlipsAdaptation]:
         if not self.adapt_num_flips:

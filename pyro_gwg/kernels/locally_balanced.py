@@ -38,7 +38,8 @@ class LocallyBalanced(EvaluatingKernel):
     :param float temperature: proposal temperature :math:`\tau`.
     :param int chunk_size: most states per batched run of the model.
     :param jit_compile: compilation of the whole transition: ``"auto"`` (default),
-        ``True``, ``"inductor"`` or ``False``; see :class:`~pyro_gwg.DiscreteKernel`.
+        ``True``, ``"inductor"``, ``"make_fx"`` or ``False``; see
+        :class:`~pyro_gwg.DiscreteKernel`.
     :param int max_plate_nesting: bound on nested plates; guessed when ``None``.
     :param callable init_strategy: Pyro per-site initialisation strategy.
     """

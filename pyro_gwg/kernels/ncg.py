@@ -59,7 +59,8 @@ class FactorisedKernel(DiscreteKernel):
         all of it.
     :param float initial_step_size: deprecated name of ``step_size``.
     :param jit_compile: compilation of the whole transition: ``"auto"`` (default),
-        ``True``, ``"inductor"`` or ``False``; see :class:`~pyro_gwg.DiscreteKernel`.
+        ``True``, ``"inductor"``, ``"make_fx"`` or ``False``; see
+        :class:`~pyro_gwg.DiscreteKernel`.
     :param int max_plate_nesting: bound on nested plates; guessed when ``None``.
     :param callable init_strategy: Pyro per-site initialisation strategy.
     """
@@ -167,7 +168,8 @@ class NCG(FactorisedKernel):
     :param int window: half-width of the candidate window of unbounded ordinals.
     :param float initial_step_size: deprecated name of ``step_size``.
     :param jit_compile: compilation of the whole transition: ``"auto"`` (default),
-        ``True``, ``"inductor"`` or ``False``; see :class:`~pyro_gwg.DiscreteKernel`.
+        ``True``, ``"inductor"``, ``"make_fx"`` or ``False``; see
+        :class:`~pyro_gwg.DiscreteKernel`.
     :param int max_plate_nesting: bound on nested plates; guessed when ``None``.
     :param callable init_strategy: Pyro per-site initialisation strategy (default
         :func:`~pyro.infer.autoguide.initialization.init_to_sample`).

@@ -80,12 +80,16 @@ class GWGState(NamedTuple):
     :ivar torch.Tensor log_joint: ``[C]`` log joint density at ``codes``.
     :ivar torch.Tensor log_q_coord: ``[C, D]`` log coordinate marginal of the proposal.
     :ivar torch.Tensor log_q_cand: ``[C, D, M]`` log candidate conditional of the proposal.
+    :ivar torch.Tensor num_flips: long ``[C]`` coordinate draws per proposal (read by
+        steps built with a ``max_flips``, for which it is a run-time value that warmup
+        adapts without compiling the step again).
     """
 
     codes: torch.Tensor
     log_joint: torch.Tensor
     log_q_coord: torch.Tensor
     log_q_cand: torch.Tensor
+    num_flips: torch.Tensor
 
 
 class GWGMove(NamedTuple):
@@ -96,11 +100,15 @@ class GWGMove(NamedTuple):
         (equal for repeated draws of one coordinate).
     :ivar torch.Tensor distinct: bool ``[C, N]``, True at the first draw of each
         coordinate.
+    :ivar active: bool ``[C, N]``, the draws that count (the first ``num_flips`` of a
+        chain), or ``None`` when all do. An inactive draw repeats the chain's first
+        draw, so that it changes nothing.
     """
 
     draws: torch.Tensor
     candidate: torch.Tensor
     distinct: torch.Tensor
+    active: Optional[torch.Tensor] = None
 
 
 class GWGInfo(NamedTuple):
@@ -177,23 +185,34 @@ def coordinate_log_probs(logits: torch.Tensor) -> Tuple[torch.Tensor, torch.Tens
     return log_q_coord, logits - per_coord.unsqueeze(-1)
 
 
-def sample_move(log_q_coord: torch.Tensor, log_q_cand: torch.Tensor, num_flips: int = 1) -> GWGMove:
+def sample_move(
+    log_q_coord: torch.Tensor,
+    log_q_cand: torch.Tensor,
+    num_flips: int = 1,
+    active: Optional[torch.Tensor] = None,
+) -> GWGMove:
     """Draw a GWG move: ``num_flips`` coordinates with replacement, then a candidate each.
 
     :param torch.Tensor log_q_coord: ``[C, D]`` log coordinate marginal.
     :param torch.Tensor log_q_cand: ``[C, D, M]`` log candidate conditional.
     :param int num_flips: number ``N`` of coordinate draws (Eq. 27).
+    :param active: bool ``[C, N]``: the draws that count (a prefix of each row), or
+        ``None`` for all: a number of flips below ``N`` known only at run time.
     :rtype: GWGMove
     """
     draws = inverse_cdf_draws(log_q_coord, num_flips)
+    if active is not None:  # an inactive draw repeats the first one: it moves nothing
+        draws = torch.where(active, draws, draws[:, :1])
     if log_q_cand.shape[-1] == 1:  # one candidate per coordinate (bits)
-        return GWGMove(draws, torch.zeros_like(draws), _first_draws(draws))
+        distinct = _first_draws(draws, log_q_coord.shape[1])
+        return GWGMove(draws, torch.zeros_like(draws), distinct, active)
     rows = log_q_cand.gather(1, draws.unsqueeze(-1).expand(-1, -1, log_q_cand.shape[-1]))
     candidate = _gumbel_argmax(rows)
     if num_flips == 1:
-        return GWGMove(draws, candidate, torch.ones_like(draws, dtype=torch.bool))
-    first = _first_draw_index(draws)
-    return GWGMove(draws, candidate.gather(1, first), _first_draws(draws, first))
+        return GWGMove(draws, candidate, torch.ones_like(draws, dtype=torch.bool), active)
+    first = _first_draw_index(draws, log_q_coord.shape[1])
+    distinct = _first_draws(draws, log_q_coord.shape[1], first)
+    return GWGMove(draws, candidate.gather(1, first), distinct, active)
 
 
 def _gumbel_argmax(log_probs: torch.Tensor) -> torch.Tensor:
@@ -224,16 +243,23 @@ def inverse_cdf_draws(log_probs: torch.Tensor, num_draws: int) -> torch.Tensor:
     return torch.searchsorted(cdf, target, right=True)
 
 
-def _first_draw_index(draws: torch.Tensor) -> torch.Tensor:
-    """``[C, N]``: position of the first draw of the same coordinate."""
-    return (draws.unsqueeze(-1) == draws.unsqueeze(-2)).int().argmax(-1)
+def _first_draw_index(draws: torch.Tensor, num_coords: int) -> torch.Tensor:
+    """``[C, N]``: position of the first draw of the same coordinate (a scatter of the
+    positions into ``num_coords`` slots: linear in ``N``, for the many draws of a
+    run-time number of flips)."""
+    positions = torch.arange(draws.shape[1], device=draws.device).expand_as(draws)
+    first_at = torch.full(
+        (draws.shape[0], num_coords), draws.shape[1], dtype=positions.dtype, device=draws.device
+    )
+    first_at = first_at.scatter_reduce(1, draws, positions, "amin")
+    return first_at.gather(1, draws)
 
 
-def _first_draws(draws: torch.Tensor, first=None) -> torch.Tensor:
+def _first_draws(draws: torch.Tensor, num_coords: int, first=None) -> torch.Tensor:
     """bool ``[C, N]``: True at the first draw of each coordinate."""
     if draws.shape[1] == 1:
         return torch.ones_like(draws, dtype=torch.bool)
-    first = _first_draw_index(draws) if first is None else first
+    first = _first_draw_index(draws, num_coords) if first is None else first
     return first == torch.arange(draws.shape[1], device=draws.device)
 
 
@@ -248,6 +274,8 @@ def move_log_prob(
     :rtype: torch.Tensor
     """
     log_q = log_q_coord.gather(1, move.draws)
+    if move.active is not None:
+        log_q = torch.where(move.active, log_q, 0.0)
     width = log_q_cand.shape[-1]
     if width > 1:  # candidate factor (one for bits)
         picked = log_q_cand.flatten(1).gather(1, move.draws * width + move.candidate)
@@ -301,6 +329,7 @@ def gwg_init(
     layout: CoordinateLayout,
     temperature: float = 2.0,
     uniform_weight: float = 0.0,
+    num_flips: int = 1,
 ) -> GWGState:
     """Initial GWG state: one evaluation of ``value_and_grad`` at ``codes``.
 
@@ -309,11 +338,13 @@ def gwg_init(
     :param CoordinateLayout layout: the coordinate layout.
     :param float temperature: proposal temperature.
     :param float uniform_weight: weight of the uniform component of the proposal.
+    :param int num_flips: coordinate draws per proposal (the state's ``num_flips``).
     :rtype: GWGState
     """
     log_joint, grad = value_and_grad(codes)
     proposal = gwg_proposal(codes, grad, layout, temperature, uniform_weight)
-    return GWGState(codes, log_joint, *proposal)
+    flips = torch.full_like(codes[:, 0], num_flips)
+    return GWGState(codes, log_joint, *proposal, flips)
 
 
 def gwg_step(
@@ -323,22 +354,32 @@ def gwg_step(
     temperature: float = 2.0,
     num_flips: int = 1,
     uniform_weight: float = 0.0,
+    max_flips: Optional[int] = None,
 ) -> Tuple[GWGState, GWGInfo]:
     """One GWG transition of every chain (Algorithm 1; Eq. 27 when ``num_flips > 1``).
 
     Costs one evaluation of ``value_and_grad``, at the proposed state; the current
-    state's log joint and proposal are carried in ``state``.
+    state's log joint and proposal are carried in ``state``. With ``max_flips``, the
+    number of draws is the state's ``num_flips`` (at most ``max_flips``), a run-time
+    value: ``max_flips`` coordinates are drawn and those past ``num_flips`` are
+    masked (:class:`GWGMove`'s ``active``), which leaves the move's distribution and
+    probability those of ``num_flips`` draws.
 
     :param GWGState state: current state.
     :param callable value_and_grad: ``codes -> (log_joint [C], grad [C, D, W])``.
     :param CoordinateLayout layout: the coordinate layout.
     :param float temperature: proposal temperature.
-    :param int num_flips: coordinate draws per proposal.
+    :param int num_flips: coordinate draws per proposal (without ``max_flips``).
     :param float uniform_weight: weight of the uniform component of the proposal.
+    :param int max_flips: the largest run-time number of draws, or ``None``.
     :returns: ``(new_state, info)``.
     """
-    codes, log_joint, log_q_coord, log_q_cand = state
-    move = sample_move(log_q_coord, log_q_cand, num_flips)
+    codes, log_joint, log_q_coord, log_q_cand, flips = state
+    if max_flips is None:
+        move = sample_move(log_q_coord, log_q_cand, num_flips)
+    else:
+        order = torch.arange(max_flips, device=flips.device)
+        move = sample_move(log_q_coord, log_q_cand, max_flips, order < flips.unsqueeze(-1))
     proposed, reverse = apply_move(codes, move, layout)
     log_joint_new, grad_new = value_and_grad(proposed)
     log_q_coord_new, log_q_cand_new = gwg_proposal(
@@ -356,6 +397,7 @@ def gwg_step(
         select(accepted, log_joint_new, log_joint),
         select(accepted, log_q_coord_new, log_q_coord),
         select(accepted, log_q_cand_new, log_q_cand),
+        flips,
     )
     one = torch.ones_like(move.draws[:, 0])  # one forward and one backward pass
     info = GWGInfo(accepted, accept_probability(log_ratio), move.distinct.sum(-1), one, one)
@@ -367,24 +409,36 @@ def build_gwg(
     temperature: float = 2.0,
     num_flips: int = 1,
     uniform_weight: float = 0.0,
+    max_flips: Optional[int] = None,
 ) -> Algorithm:
     """GWG as an ``(init, step)`` pair on ``density`` (see
     :mod:`pyro_gwg.proposals.algorithm`): :func:`gwg_init` and :func:`gwg_step`.
 
     :param density: a :class:`~pyro_gwg.density.Density`.
     :param float temperature: proposal temperature.
-    :param int num_flips: coordinate draws per proposal.
+    :param int num_flips: coordinate draws per proposal (the initial state's, with
+        ``max_flips``).
     :param float uniform_weight: weight of the uniform component of the proposal.
+    :param int max_flips: the largest number of draws when the state's ``num_flips``
+        changes at run time (adapted in warmup), or ``None`` for ``num_flips`` fixed.
     :rtype: Algorithm
     """
     layout = density.layout
 
     def init(codes: torch.Tensor) -> GWGState:
-        return gwg_init(codes, density.value_and_grad, layout, temperature, uniform_weight)
+        return gwg_init(
+            codes, density.value_and_grad, layout, temperature, uniform_weight, num_flips
+        )
 
     def step(state: GWGState) -> Tuple[GWGState, GWGInfo]:
         return gwg_step(
-            state, density.value_and_grad, layout, temperature, num_flips, uniform_weight
+            state,
+            density.value_and_grad,
+            layout,
+            temperature,
+            num_flips,
+            uniform_weight,
+            max_flips,
         )
 
     return Algorithm(init, step)
