@@ -22,6 +22,9 @@ sampled by
   its set-up, warmup (with any compilation) and sampling times are reported apart.
   The worker starts with an empty cache of compiled transitions, so the pilot pays
   any first compilation;
+* ``gwg_tuned``: the same with the best tuned setting, ``jit_compile="inductor"``
+  (AOTInductor from the first step: the compile time is paid whatever the run's
+  length), labelled as such;
 * ``numpyro``: ``DiscreteHMCGibbs(NUTS(model), modified=True)`` (one sweep of Metropolised
   Gibbs updates over all sites in random order per draw), its ``sample`` vmapped over the
   ``C`` chains and scanned under one ``jax.jit``, as ``numpyro.infer.MCMC(...,
@@ -73,7 +76,9 @@ from typing import Dict, List, Optional
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-SAMPLERS = ("gwg", "numpyro", "pymc")
+SAMPLERS = ("gwg", "gwg_tuned", "numpyro", "pymc")
+#: ``jit_compile`` of each GWG row: the default, and the best tuned setting (labelled so)
+GWG_JIT = {"gwg": "auto", "gwg_tuned": "inductor"}
 #: GWG ``num_flips`` per target (``--num-flips`` overrides): adapted during warmup
 NUM_FLIPS = {"10": "auto", "40": "auto", "rbm": "auto"}
 #: GWG warmup steps (they adapt ``num_flips``; untimed, reported with the compile time)
@@ -213,7 +218,7 @@ def run_gwg(spec: Dict[str, object]) -> Dict[str, object]:
 
     def run(num_samples: int, thinning: int = 1) -> MCMC:
         mcmc = MCMC(
-            GWG(model, num_flips=spec["num_flips"]),
+            GWG(model, num_flips=spec["num_flips"], jit_compile=GWG_JIT[spec["sampler"]]),
             num_samples=num_samples,
             warmup_steps=spec["gwg_warmup"],
             num_chains=chains,
@@ -368,7 +373,7 @@ def run_pymc(spec: Dict[str, object]) -> Dict[str, object]:
     }
 
 
-WORKERS = {"gwg": run_gwg, "numpyro": run_numpyro, "pymc": run_pymc}
+WORKERS = {"gwg": run_gwg, "gwg_tuned": run_gwg, "numpyro": run_numpyro, "pymc": run_pymc}
 
 
 def worker_main(spec_json: str) -> None:
@@ -585,14 +590,16 @@ def plot(results: Dict[str, object], path: Path) -> None:
     chain_counts = results["settings"]["chains"]
     fig, axes = plt.subplots(1, len(chain_counts), figsize=(6 * len(chain_counts), 4.5))
     axes = np.atleast_1d(axes)
-    width = 0.27
+    samplers = results["settings"]["samplers"]
+    width = 0.8 / len(samplers)
     for ax, chains in zip(axes, chain_counts):
-        for i, sampler in enumerate(results["settings"]["samplers"]):
+        for i, sampler in enumerate(samplers):
             values = []
             for name in names:
                 run = _lookup(runs, sampler, name, chains)
                 values.append(run["ess_per_s"] if run else np.nan)
-            ax.bar(np.arange(len(names)) + (i - 1) * width, values, width, label=sampler)
+            offset = (i - (len(samplers) - 1) / 2) * width
+            ax.bar(np.arange(len(names)) + offset, values, width, label=sampler)
         ax.set_yscale("log")
         ax.set_xticks(np.arange(len(names)))
         ax.set_xticklabels([n.replace(" theta", "\ntheta") for n in names], fontsize=7)
@@ -671,9 +678,10 @@ def table(results: Dict[str, object]) -> str:
 
 
 def _sampler_label(run: Dict[str, object]) -> str:
-    if run["sampler"] != "gwg":
+    if run["sampler"] not in GWG_JIT:
         return run["sampler"]
-    return "gwg (N = {})".format(run["settings"]["num_flips"])
+    tuned = ", tuned: jit_compile='inductor'" if run["sampler"] == "gwg_tuned" else ""
+    return "{} (N = {}{})".format(run["sampler"], run["settings"]["num_flips"], tuned)
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
