@@ -80,6 +80,11 @@ FEWER_CHAINS = {("disaster", k) for k in ("Gibbs", "HammingBall", "LocallyBalanc
 # class of exact probability 0.97. (On the capture-recapture models, where 67% of the
 # prior draws are such states, the best of 10 draws per chain is enough.)
 LONGER_WARMUP = {("mace", "NCG"): 600, ("mace", "AVG"): 600, ("mace", "PAVG"): 600}
+# GWG drawing three coordinates per step moves between MACE's posterior modes slowly: a
+# state of exact probability 0.0072 is visited by few chains, and 32 chains of 1500
+# draws miss it for some seeds (2 of 3 tried; 32 x 20000 draws agree with the exact
+# posterior, so this is mixing, not bias); 16 longer chains reach it for every seed tried
+LONGER_CHAINS = {("mace", "GWG-3"): (16, 6000, 100)}
 
 
 @functools.cache
@@ -92,7 +97,8 @@ def _exact(name):
 @pytest.mark.parametrize("name", list(CASES))
 def test_kernel_matches_exact_posterior(name, kernel):
     case = CASES[name]
-    make, (num_chains, num_samples, warmup) = KERNELS[kernel]
+    make, sizes = KERNELS[kernel]
+    num_chains, num_samples, warmup = LONGER_CHAINS.get((name, kernel), sizes)
     if (name, kernel) in FEWER_CHAINS:
         num_chains //= 4
     warmup = LONGER_WARMUP.get((name, kernel), warmup)
