@@ -45,9 +45,12 @@ class NumFlipsAdaptation:
     probability as statistic), rounded to an integer in :math:`[1, D]` and frozen at the
     rounded average iterate after the last warmup step.
 
-    :math:`N` is a run-time value: the ``num_flips`` field of the state, read by a step
-    built with ``max_flips = D`` (its ``static``), so that adapting it never builds or
-    compiles the transition again.
+    During warmup :math:`N` is a run-time value: the ``num_flips`` field of the state,
+    read by a step built with ``max_flips = D`` (its ``static``), so that adapting it
+    never builds or compiles the transition again. That step draws ``D`` coordinates
+    and masks all but :math:`N`; after warmup the frozen :math:`N` is built in
+    (``static`` becomes ``{"num_flips": N}``), so that sampling draws only :math:`N`:
+    one transition for warmup and one for sampling, whatever values warmup visits.
 
     :param int num_flips: starting value.
     :param int num_coords: ``D``.
@@ -76,6 +79,7 @@ class NumFlipsAdaptation:
         self.current = max(1, min(round(math.exp(log_flips)), self.num_coords))
         if final:
             self.adapted = self.current
+            self.static = {"num_flips": self.current}
         return state._replace(num_flips=torch.full_like(state.num_flips, self.current))
 
 

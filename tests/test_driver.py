@@ -92,7 +92,9 @@ def test_warmup_adapts_one_step_at_a_time_without_building_the_step_again():
     assert blocks == [1] * 60
     assert kernel.adapted_num_flips > 1
     # the number of flips is a field of the state: one step function serves every value
+    # visited in warmup, and the frozen value is built into the sampling transitions
     assert len([key for key in driver._compiled if key[0] == "step"]) == 1
+    assert driver.static == {"num_flips": kernel.adapted_num_flips}
     assert torch.equal(driver.state.num_flips, torch.full((8,), kernel.adapted_num_flips))
     assert driver.moves.moved is None  # nothing after warmup yet
     driver.run(16, every=8)
