@@ -303,7 +303,7 @@ class ChainDriver:
         :class:`_AutoCompiled` function."""
         density = self.density
         usable = _compilers(density)
-        if backend is None or (backend not in usable and backend != "auto"):
+        if backend is None or not usable or (backend not in usable and backend != "auto"):
             return body_of(self.algorithm.step)
         state = self.state
         num_chains = state.codes.shape[0]
