@@ -336,6 +336,25 @@ def cached_aot(key: Optional[str], example_inputs: Sequence[torch.Tensor]) -> Op
         return None
 
 
+def _export(fn: Callable, example_inputs: Sequence[torch.Tensor]):
+    """``fn`` as an exported program: a non-strict :func:`torch.export.export`, or, for a
+    function that makes tensors from Python numbers as it runs (Pyro's distributions
+    do: ``Bernoulli(0.5)``), which the exporter records as fake constants it then
+    refuses, an export of its :func:`~torch.fx.experimental.proxy_tensor.make_fx`
+    graph, where such tensors are real constants."""
+    with _tracing_context():
+        try:
+            return torch.export.export(_Module(fn), example_inputs, strict=False)
+        except RuntimeError as error:
+            if "fake tensor in the exported program constant" not in str(error):
+                raise
+            from torch.fx.experimental.proxy_tensor import make_fx
+
+            with _keeping_rng(example_inputs):
+                graph = make_fx(fn)(*example_inputs)
+            return torch.export.export(graph, tuple(example_inputs), strict=False)
+
+
 def aot_compile(
     fn: Callable,
     example_inputs: Sequence[torch.Tensor],
@@ -362,8 +381,7 @@ def aot_compile(
     :raises Exception: whatever the exporter or the compiler raises.
     """
     example_inputs = tuple(t.contiguous() for t in example_inputs)
-    with _tracing_context():
-        program = torch.export.export(_Module(fn), example_inputs, strict=False)
+    program = _export(fn, example_inputs)
     name = _package_key(program, example_inputs) + ".pt2"
     path = cache_dir() / name
     if not path.exists():

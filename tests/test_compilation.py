@@ -437,3 +437,31 @@ def test_the_old_size_threshold_is_a_deprecated_name():
 
     with pytest.deprecated_call(match="worth_compiling"):
         assert pyro_gwg.mcmc.AUTO_INDUCTOR_MIN_SIZE > 0
+
+
+def _scalar_probability_model():
+    # Bernoulli(0.5) makes its probability tensor from a Python number as the model
+    # runs: torch.export records such tensors as fake constants and refuses them
+    with pyro.plate("sites", 6):
+        x = pyro.sample("x", dist.Bernoulli(0.5))
+    pyro.factor("pairs", 0.8 * (x[..., 1:] * x[..., :-1]).sum(-1))
+
+
+@pytest.mark.slow
+def test_models_that_make_tensors_from_numbers_compile_with_aot(caplog):
+    pyro.set_rng_seed(0)
+    kernel = GWG(_scalar_probability_model, num_flips=2)
+    kernel.vectorized_chains = 4
+    kernel.setup(0)
+    start = kernel.state
+    with caplog.at_level(logging.DEBUG, logger="pyro_gwg.compilation"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", CompilationWarning)
+            _advance(kernel, 3, "aot")
+    assert not [r.getMessage() for r in caplog.records if "failed" in r.getMessage()]
+    runs = []
+    for backend in ("aot", None):  # and it draws as the eager transitions do
+        kernel.driver.state = start
+        pyro.set_rng_seed(1)
+        runs.append(_advance(kernel, 3, backend))
+    assert torch.equal(runs[0][1], runs[1][1])
