@@ -3,8 +3,10 @@
 The functions compiled here map tensors to a tuple of tensors and may contain a backward
 pass (a ``torch.autograd.grad`` inside) and random operators. Four compilers:
 
-* ``"aot"``: public APIs only. :func:`torch.export.export` in non-strict mode records
-  the function as an ATen graph (as for ``"compile"``); AOTInductor
+* ``"aot"``: :func:`torch.export.export` in non-strict mode records the function as
+  an ATen graph (as for ``"compile"``; a function that makes tensors from Python
+  numbers goes through :func:`~torch.fx.experimental.proxy_tensor.make_fx` first, see
+  :func:`aot_compile`); AOTInductor
   (:func:`torch._inductor.aoti_compile_and_package`) compiles it ahead of time into a
   package of fused C++ (or GPU) kernels with a C++ runner, saved in an on-disk cache
   (:func:`cache_dir`) under a hash of the graph, its constants and the shapes of its
@@ -361,8 +363,9 @@ def aot_compile(
     alias: Optional[str] = None,
     ops: Optional[int] = None,
 ) -> Callable:
-    """Compile ``fn`` ahead of time through public APIs, with an on-disk cache: a
-    non-strict :func:`torch.export.export` of ``fn`` (its Python runs once), then
+    """Compile ``fn`` ahead of time, with an on-disk cache: a non-strict
+    :func:`torch.export.export` of ``fn`` (its Python runs once; see :func:`_export`
+    for functions that make tensors from Python numbers), then
     AOTInductor (:func:`torch._inductor.aoti_compile_and_package`) for the shapes,
     strides and devices of ``example_inputs``. The package is saved in
     :func:`cache_dir` under a hash of the exported graph, its constants and its inputs,
