@@ -5,8 +5,9 @@ pass (a ``torch.autograd.grad`` inside) and random operators. Four compilers:
 
 * ``"aot"``: :func:`torch.export.export` in non-strict mode records the function as
   an ATen graph (as for ``"compile"``; a function that makes tensors from Python
-  numbers goes through :func:`~torch.fx.experimental.proxy_tensor.make_fx` first, see
-  :func:`aot_compile`); AOTInductor
+  numbers or runs a model under :func:`torch.func.vmap` goes through
+  :func:`~torch.fx.experimental.proxy_tensor.make_fx` first, see :func:`_export`);
+  AOTInductor
   (:func:`torch._inductor.aoti_compile_and_package`) compiles it ahead of time into a
   package of fused C++ (or GPU) kernels with a C++ runner, saved in an on-disk cache
   (:func:`cache_dir`) under a hash of the graph, its constants and the shapes of its
@@ -110,6 +111,10 @@ KNOWN_LIMITS: Dict[str, Tuple[str, ...]] = {
     "make_fx": ("data-dependent", "_local_scalar_dense"),
 }
 
+#: fragments of the errors of :func:`torch.export.export` on functions it cannot record
+#: but :func:`_fx_graph` can (tensors made from Python numbers, :func:`torch.func.vmap`)
+_EXPORT_VIA_FX = ("fake tensor in the exported program constant",)
+
 # (compiler, error type) pairs already reported by a CompilationWarning in this process
 _WARNED: Set[Tuple[str, str]] = set()
 
@@ -145,15 +150,69 @@ def _keeping_rng(example_inputs: Sequence[torch.Tensor]) -> Iterator[None]:
         yield
 
 
+def _fold_constants(graph: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """``graph`` with every subgraph that reads no input (e.g. ``expand`` of a tensor
+    the model made from a Python number) evaluated once and held as a contiguous
+    constant: AOTInductor cannot lower views of constants. Random operators are
+    never folded."""
+    values: Dict[torch.fx.Node, torch.Tensor] = {}
+    for node in graph.graph.nodes:
+        if node.op == "get_attr":
+            values[node] = functools.reduce(getattr, node.target.split("."), graph)
+        elif (
+            node.op == "call_function"
+            and isinstance(node.target, torch._ops.OpOverload)
+            and torch.Tag.nondeterministic_seeded not in node.target.tags
+            and all(arg in values for arg in node.all_input_nodes)
+        ):
+            args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), values.__getitem__)
+            value = node.target(*args, **kwargs)
+            if isinstance(value, torch.Tensor):
+                values[node] = value
+    for i, (node, value) in enumerate(values.items()):
+        if node.op == "get_attr" or all(user in values for user in node.users):
+            continue
+        name = "_pyro_gwg_folded_{}".format(i)
+        graph.register_buffer(name, value.detach().contiguous().clone())
+        with graph.graph.inserting_before(node):
+            node.replace_all_uses_with(graph.graph.get_attr(name))
+    graph.graph.eliminate_dead_code()
+    graph.recompile()
+    return graph
+
+
+def _fx_graph(fn: Callable, example_inputs: Sequence[torch.Tensor]) -> torch.fx.GraphModule:
+    """``fn`` as an ATen graph by :func:`~torch.fx.experimental.proxy_tensor.make_fx`,
+    which follows what :func:`torch.jit.trace` and :func:`torch.export.export` cannot
+    (:func:`torch.func.vmap`, tensors made from Python numbers), with its constant
+    subgraphs folded (:func:`_fold_constants`)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    with _tracing_context(), _keeping_rng(example_inputs):
+        return _fold_constants(make_fx(fn)(*example_inputs))
+
+
 def trace_compile(fn: Callable, example_inputs: tuple) -> Callable:
     """:func:`torch.jit.trace` of ``fn`` the way Pyro's HMC does it: parameters in the
-    param store frozen, validation off, tracer warnings silenced.
+    param store frozen, validation off, tracer warnings silenced. A function the tracer
+    cannot follow (one evaluating a model under :func:`torch.func.vmap`; see
+    :data:`KNOWN_LIMITS`) is traced through its ATen graph (:func:`_fx_graph`), whose
+    tensors become constants of the trace.
 
     :param callable fn: a function of tensors returning tensors.
     :param tuple example_inputs: example arguments.
     """
     with _tracing_context():
-        return torch.jit.trace(fn, example_inputs, check_trace=False)
+        try:
+            return torch.jit.trace(fn, example_inputs, check_trace=False)
+        except RuntimeError as error:
+            if not any(fragment in str(error) for fragment in KNOWN_LIMITS["trace"]):
+                raise
+            try:
+                graph = _fx_graph(fn, example_inputs)
+            except Exception:  # the ATen graph fails too: the tracer's error stands
+                raise error from None
+        return torch.jit.trace(lambda *tensors: graph(*tensors), example_inputs, check_trace=False)
 
 
 class _Module(torch.nn.Module):
@@ -201,8 +260,7 @@ def export_compile(fn: Callable, example_inputs: Sequence[torch.Tensor]) -> Call
     :raises Exception: whatever the exporter or the compiler raises.
     """
     example_inputs = tuple(t.contiguous() for t in example_inputs)
-    with _tracing_context():
-        program = torch.export.export(_Module(fn), example_inputs, strict=False)
+    program = _export(fn, example_inputs)
     compiled = torch.compile(
         program.module(),
         fullgraph=True,
@@ -341,20 +399,16 @@ def cached_aot(key: Optional[str], example_inputs: Sequence[torch.Tensor]) -> Op
 def _export(fn: Callable, example_inputs: Sequence[torch.Tensor]):
     """``fn`` as an exported program: a non-strict :func:`torch.export.export`, or, for a
     function that makes tensors from Python numbers as it runs (Pyro's distributions
-    do: ``Bernoulli(0.5)``), which the exporter records as fake constants it then
-    refuses, an export of its :func:`~torch.fx.experimental.proxy_tensor.make_fx`
-    graph, where such tensors are real constants."""
+    do: ``Bernoulli(0.5)``) or evaluates a model under :func:`torch.func.vmap`, which
+    the exporter records as fake constants it then refuses, an export of its ATen graph
+    (:func:`_fx_graph`), where such tensors are real constants."""
     with _tracing_context():
         try:
             return torch.export.export(_Module(fn), example_inputs, strict=False)
         except RuntimeError as error:
-            if "fake tensor in the exported program constant" not in str(error):
+            if not any(fragment in str(error) for fragment in _EXPORT_VIA_FX):
                 raise
-            from torch.fx.experimental.proxy_tensor import make_fx
-
-            with _keeping_rng(example_inputs):
-                graph = make_fx(fn)(*example_inputs)
-            return torch.export.export(graph, tuple(example_inputs), strict=False)
+    return torch.export.export(_fx_graph(fn, example_inputs), tuple(example_inputs), strict=False)
 
 
 def aot_compile(
@@ -547,11 +601,9 @@ def make_fx_compile(fn: Callable, example_inputs: Sequence[torch.Tensor]) -> Cal
     """
     from torch._inductor import config as inductor_config
     from torch._inductor.compile_fx import compile_fx
-    from torch.fx.experimental.proxy_tensor import make_fx
 
     example_inputs = [t.contiguous() for t in example_inputs]
-    with _tracing_context():
-        graph = make_fx(fn)(*example_inputs)
+    graph = _fx_graph(fn, example_inputs)
     # the compiler propagates shapes afresh; the C++ wrapper needs that (it refuses
     # the tracer's fake tensors)
     for node in graph.graph.nodes:

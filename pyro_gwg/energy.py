@@ -563,14 +563,11 @@ class DiscreteEnergy:
     def compilable(self) -> Tuple[str, ...]:
         """Compilers that can compile a whole transition that evaluates this energy for
         several states (see :mod:`pyro_gwg.compilation`): all for a model that broadcasts
-        (``"plate"``), the graph-capturing ones only under :func:`torch.func.vmap`
-        (``torch.jit.trace`` cannot follow it), none
-        for a model evaluated one state at a time or whose control flow reads latent
-        values (run eagerly)."""
+        (``"plate"``) or runs under :func:`torch.func.vmap` (traced through its ATen
+        graph), none for a model evaluated one state at a time or whose control flow
+        reads latent values (run eagerly)."""
         if self.value_reads or self.batching == "loop":
             return ()
-        if self.batching == "vmap":
-            return ("aot", "compile", "make_fx")
         return ("aot", "compile", "make_fx", "trace")
 
     def value_and_grad(self, codes: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:

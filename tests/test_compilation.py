@@ -447,21 +447,53 @@ def _scalar_probability_model():
     pyro.factor("pairs", 0.8 * (x[..., 1:] * x[..., :-1]).sum(-1))
 
 
-@pytest.mark.slow
-def test_models_that_make_tensors_from_numbers_compile_with_aot(caplog):
+def _non_broadcasting_lattice():
+    # a lattice Ising model summed over both plates, as NumPyro's examples write it:
+    # it does not broadcast over chains, so the energy evaluates it under vmap, which
+    # neither torch.jit.trace nor torch.export follows
+    with pyro.plate("rows", 3, dim=-2), pyro.plate("cols", 3, dim=-1):
+        x = pyro.sample("x", dist.Bernoulli(0.5))
+    s = 2 * x - 1
+    pyro.factor("coupling", 0.4 * (s * (s.roll(-1, -1) + s.roll(-1, -2))).sum((-2, -1)))
+
+
+MODELS_OUTSIDE_THE_TRACERS = {
+    "scalar_probability": _scalar_probability_model,
+    "non_broadcasting": _non_broadcasting_lattice,
+}
+
+
+@pytest.mark.filterwarnings("ignore::pyro_gwg.BatchingWarning")
+@pytest.mark.parametrize("backend", ["trace", pytest.param("aot", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("name", sorted(MODELS_OUTSIDE_THE_TRACERS))
+def test_models_outside_the_tracers_compile_and_draw_as_eager_ones(
+    name, backend, caplog, monkeypatch
+):
+    # every compiler captures such models through their ATen graph (make_fx), with
+    # no fallback, and the compiled transitions draw the eager ones' moves
+    compiler, compiled = compilation._COMPILERS[backend], []
+    monkeypatch.setitem(
+        compilation._COMPILERS,
+        backend,
+        lambda fn, inputs: compiled.append(compiler(fn, inputs)) or compiled[-1],
+    )
     pyro.set_rng_seed(0)
-    kernel = GWG(_scalar_probability_model, num_flips=2)
+    kernel = GWG(MODELS_OUTSIDE_THE_TRACERS[name], num_flips=2)
     kernel.vectorized_chains = 4
     kernel.setup(0)
+    if kernel.energy.batching == "loop":
+        pytest.skip("this torch's vmap cannot run a Pyro model: evaluated one at a time")
     start = kernel.state
     with caplog.at_level(logging.DEBUG, logger="pyro_gwg.compilation"):
         with warnings.catch_warnings():
             warnings.simplefilter("error", CompilationWarning)
-            _advance(kernel, 3, "aot")
+            _advance(kernel, 3, backend)
     assert not [r.getMessage() for r in caplog.records if "failed" in r.getMessage()]
+    assert len(compiled) == 1
     runs = []
-    for backend in ("aot", None):  # and it draws as the eager transitions do
+    for each in (backend, None):
         kernel.driver.state = start
         pyro.set_rng_seed(1)
-        runs.append(_advance(kernel, 3, backend))
+        runs.append(_advance(kernel, 3, each))
     assert torch.equal(runs[0][1], runs[1][1])
+    assert torch.allclose(runs[0][2], runs[1][2])
