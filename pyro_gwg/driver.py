@@ -40,6 +40,9 @@ __all__ = ["ChainDriver", "MoveMonitor", "Observer"]
 
 logger = logging.getLogger(__name__)
 
+#: compilers whose blocks are a Python loop over one compiled step (see :meth:`_block`)
+ONE_STEP_BACKENDS = ("auto", "aot")
+
 #: calls of a function in the ``"auto"`` mode not timed for the cost model (the
 #: TorchScript executor specialises the graph during its first calls)
 UNTIMED_CALLS = 2
@@ -91,7 +94,10 @@ class ChainDriver:
         :func:`~pyro_gwg.compilation.worth_compiling` says the compile time will be
         paid back: at once when the on-disk cache already has its package, else from
         the time per call measured so far, the predicted compile time and the calls
-        left before :attr:`horizon`. A density with a dictionary
+        left before :attr:`horizon`. Blocks of ``"auto"`` and ``"aot"`` are a Python
+        loop over one compiled step (one compilation serves every block length;
+        ``"aot"`` looks up the disk cache by the trace of the step, as ``"auto"``
+        does, before exporting anything). A density with a dictionary
         ``inputs`` of tensors that change between calls (see
         :class:`~pyro_gwg.DiscreteEnergy`) has them passed to the compiled function as
         arguments, with their values of each call.
@@ -215,12 +221,13 @@ class ChainDriver:
         self, num_steps: int, code_dtype: torch.dtype, compiled: bool
     ) -> Tuple[NamedTuple, torch.Tensor, torch.Tensor]:
         backend = self.backend if compiled else None
-        if self.backend == "auto":
+        if self.backend in ONE_STEP_BACKENDS:
             # a Python loop over the one-step function: it compiles once, whatever
-            # the block lengths, and its cost model counts steps
+            # the block lengths (an AOTInductor step costs what a step of a compiled
+            # block does), and the cost model of "auto" counts steps
             single = self._step_function(None)
             fn = self._function(
-                (num_steps, code_dtype, "auto"),
+                (num_steps, code_dtype, self.backend),
                 lambda _: _blocks(lambda state: single(state)[:2], num_steps, code_dtype),
                 None,
             )
@@ -343,9 +350,10 @@ class ChainDriver:
 
             return run
 
-        if backend != "auto":
+        if backend not in ONE_STEP_BACKENDS:
             compiled = compile_function(flat, example, backend)
             return body_of(self.algorithm.step) if compiled is None else wrap(compiled)
+        # "auto" and "aot": traced first, which names the function in the disk cache
         traced = compile_function(flat, example, "trace") if "trace" in usable else None
         key = compilation.trace_key(traced, example) if traced is not None else None
         if not compilation.aot_available():
@@ -358,6 +366,9 @@ class ChainDriver:
         if "aot" not in usable:
             return start
         ops = compilation.trace_ops(traced) if traced is not None else None
+        if backend == "aot":
+            compiled = compilation.try_aot_compile(flat, example, key, ops)
+            return start if compiled is None else wrap(compiled)
 
         def upgrade() -> Optional[Callable]:
             current = tuple(self.state) + tuple(inputs[name] for name in names)

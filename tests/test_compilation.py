@@ -466,19 +466,13 @@ MODELS_OUTSIDE_THE_TRACERS = {
 @pytest.mark.filterwarnings("ignore::pyro_gwg.BatchingWarning")
 @pytest.mark.parametrize("backend", ["trace", pytest.param("aot", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("name", sorted(MODELS_OUTSIDE_THE_TRACERS))
-def test_models_outside_the_tracers_compile_and_draw_as_eager_ones(
-    name, backend, caplog, monkeypatch
-):
+def test_models_outside_the_tracers_compile_and_draw_as_eager_ones(name, backend, caplog):
     # every compiler captures such models through their ATen graph (make_fx), with
-    # no fallback, and the compiled transitions draw the eager ones' moves
-    compiler, compiled = compilation._COMPILERS[backend], []
-    monkeypatch.setitem(
-        compilation._COMPILERS,
-        backend,
-        lambda fn, inputs: compiled.append(compiler(fn, inputs)) or compiled[-1],
-    )
+    # no fallback: once compiled, steps no longer run the model's Python; and the
+    # compiled transitions draw the eager ones' moves
+    model, calls = MODELS_OUTSIDE_THE_TRACERS[name], []
     pyro.set_rng_seed(0)
-    kernel = GWG(MODELS_OUTSIDE_THE_TRACERS[name], num_flips=2)
+    kernel = GWG(lambda: calls.append(1) or model(), num_flips=2)
     kernel.vectorized_chains = 4
     kernel.setup(0)
     if kernel.energy.batching == "loop":
@@ -489,7 +483,9 @@ def test_models_outside_the_tracers_compile_and_draw_as_eager_ones(
             warnings.simplefilter("error", CompilationWarning)
             _advance(kernel, 3, backend)
     assert not [r.getMessage() for r in caplog.records if "failed" in r.getMessage()]
-    assert len(compiled) == 1
+    before = len(calls)
+    _advance(kernel, 3, backend)
+    assert len(calls) == before, "the compiled steps ran the model eagerly"
     runs = []
     for each in (backend, None):
         kernel.driver.state = start
