@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Callable, Dict, NamedTuple, Optional, Tuple
+from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
 import torch
 
@@ -293,7 +293,10 @@ class ChainDriver:
         key = key + self._static_key
         fn = self._compiled.get(key)
         if fn is None:
-            fn = self._compiled[key] = self._compile(body_of, backend, calls_left)
+            fn = self._compile(body_of, backend, calls_left)
+            if backend == "auto" and self.state.codes.device.type == "cpu":
+                fn = _ThreadTuned(fn)
+            self._compiled[key] = fn
         return fn
 
     def _compile(
@@ -422,6 +425,65 @@ class _AutoCompiled:
             left = self.calls_left()
             if compilation.worth_compiling(per_call, left, self.spent, self.compile_seconds):
                 self.final = self.upgrade() or self.current
+        return out
+
+
+#: timed calls per candidate thread count before :class:`_ThreadTuned` chooses
+THREAD_TUNING_CALLS = 8
+
+#: how much faster (a fraction of the time per call) more threads must be to be chosen
+THREAD_GAIN = 0.1
+
+
+def fewest_fast_threads(seconds: Dict[int, List[float]], gain: float = THREAD_GAIN) -> int:
+    """The thread count to run a function with, from the times of its calls under each
+    candidate count: the fewest threads whose median time is within ``gain`` (a
+    fraction) of the best median. Extra threads must pay for themselves: on a small
+    model, or on a machine whose cores other processes use, PyTorch's intra-op threads
+    mostly wait on each other (a 10 x 10 Ising transition ran 6x slower with two
+    threads than with one on a loaded 2-core machine).
+
+    :param dict seconds: ``{threads: [seconds per call, ...]}``.
+    :rtype: int
+    """
+    medians = {n: sorted(times)[len(times) // 2] for n, times in seconds.items() if times}
+    best = min(medians.values())
+    return min(n for n, median in medians.items() if median <= best * (1.0 + gain))
+
+
+class _ThreadTuned:
+    """``fn`` run with the number of PyTorch threads that suits it on this machine, now:
+    its calls after the first :data:`UNTIMED_CALLS` alternate between one thread and
+    PyTorch's setting (:func:`torch.get_num_threads`) until each has
+    :data:`THREAD_TUNING_CALLS` timings; :func:`fewest_fast_threads` then fixes the
+    count for every later call. The caller's setting is restored after each call."""
+
+    def __init__(self, fn: Callable) -> None:
+        self.fn = fn
+        default = torch.get_num_threads()
+        self.seconds: Dict[int, List[float]] = {n: [] for n in sorted({1, default})}
+        self.threads: Optional[int] = default if len(self.seconds) == 1 else None
+        self.calls = 0
+
+    def __call__(self, state: NamedTuple) -> tuple:
+        self.calls += 1
+        tuning = self.threads is None and self.calls > UNTIMED_CALLS
+        candidates = list(self.seconds)
+        threads = candidates[self.calls % len(candidates)] if tuning else self.threads
+        previous = torch.get_num_threads()
+        if threads is not None:
+            torch.set_num_threads(threads)
+        try:
+            begin = time.perf_counter()
+            out = self.fn(state)
+            seconds = time.perf_counter() - begin
+        finally:
+            torch.set_num_threads(previous)
+        if tuning:
+            self.seconds[threads].append(seconds)
+            if all(len(times) >= THREAD_TUNING_CALLS for times in self.seconds.values()):
+                self.threads = fewest_fast_threads(self.seconds)
+                logger.debug("running with %d thread(s): %s", self.threads, self.seconds)
         return out
 
 

@@ -1,5 +1,7 @@
 """The chain driver, the functional kernels and the density protocol."""
 
+import time
+
 import pyro
 import pytest
 import torch
@@ -161,3 +163,43 @@ def test_bad_densities_and_inputs_are_refused_with_the_way_out():
         PotentialDensity(lambda x: x, binary_layout(2)).log_joint(torch.zeros(2, 2).long())
     with pytest.raises(TypeError, match="inputs must be a dict of tensors"):
         pyro_gwg.DiscreteEnergy(_ising_model, inputs=[torch.zeros(1)])
+
+
+# ---------------------------------------------------------------- threads of "auto"
+
+
+def test_fewest_fast_threads_takes_more_threads_only_when_they_pay():
+    from pyro_gwg.driver import fewest_fast_threads
+
+    assert fewest_fast_threads({1: [1.0, 1.1, 0.9], 2: [0.5, 0.6, 5.0]}) == 2
+    assert fewest_fast_threads({1: [1.0, 1.0, 1.0], 2: [0.95, 0.95, 0.95]}) == 1  # < 10 %
+    assert fewest_fast_threads({1: [1.0, 1.0, 9.0], 2: [6.0, 6.0, 0.1]}) == 1  # medians
+    assert fewest_fast_threads({1: [1.0], 4: [0.2], 8: [0.19]}) == 4
+
+
+@pytest.mark.parametrize("fast", [1, 2])
+def test_thread_tuned_functions_settle_on_the_faster_count_and_restore_the_callers(
+    fast, monkeypatch
+):
+    from pyro_gwg import driver
+
+    seen = []
+
+    def fn(state):  # slow under the thread count that is not ``fast``
+        seen.append(torch.get_num_threads())
+        if seen[-1] != fast:
+            time.sleep(2e-3)
+        return state
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        tuned = driver._ThreadTuned(fn)
+        calls = driver.UNTIMED_CALLS + 2 * driver.THREAD_TUNING_CALLS
+        for _ in range(calls + 5):
+            tuned(None)
+            assert torch.get_num_threads() == 2  # the caller's setting, after every call
+        assert sorted(set(seen[driver.UNTIMED_CALLS : calls])) == [1, 2]  # both timed
+        assert seen[calls:] == [fast] * 5 and tuned.threads == fast
+    finally:
+        torch.set_num_threads(previous)
