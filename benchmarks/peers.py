@@ -174,6 +174,39 @@ class Blocks:
         }
 
 
+def user_model(target: Dict[str, object], rbm_path: Path):
+    """``(model, site)``: the target as a user writes it for Pyro, with ``pyro.plate``
+    and ``pyro.factor`` (the lattice summed over both plates, as NumPyro's examples
+    do: it does not broadcast over chains, so pyro-gwg evaluates it under vmap)."""
+    import pyro
+    import pyro.distributions as dist
+    import torch
+
+    if target["kind"] == "rbm":
+        arrays = rbm_arrays(rbm_path)
+        weights, visible_bias, hidden_bias = (
+            torch.from_numpy(arrays[k]) for k in ("weights", "visible_bias", "hidden_bias")
+        )
+
+        def model():
+            with pyro.plate("visible", 784):
+                v = pyro.sample("v", dist.Bernoulli(logits=visible_bias))
+            hidden = v @ weights.T + hidden_bias
+            pyro.factor("hidden_units", torch.nn.functional.softplus(hidden).sum(-1))
+
+        return model, "v"
+    size, theta = target["size"], target["theta"]
+
+    def model():
+        with pyro.plate("rows", size, dim=-2), pyro.plate("cols", size, dim=-1):
+            x = pyro.sample("x", dist.Bernoulli(0.5))
+        s = 2 * x - 1
+        bonds = s * (torch.roll(s, -1, -1) + torch.roll(s, -1, -2))
+        pyro.factor("coupling", theta * bonds.sum((-2, -1)))
+
+    return model, "x"
+
+
 def run_gwg(spec: Dict[str, object]) -> Dict[str, object]:
     """GWG as a user runs it: the model written with ``pyro.plate`` and ``pyro.factor``,
     ``pyro_gwg.MCMC(GWG(model, num_flips=...), num_samples, warmup_steps, num_chains)``
@@ -183,7 +216,6 @@ def run_gwg(spec: Dict[str, object]) -> Dict[str, object]:
     (adapting ``num_flips``, and compiling where the cost model chose to) and sampling
     are timed apart by the runner."""
     import pyro
-    import pyro.distributions as dist
     import torch
 
     from pyro_gwg import GWG, MCMC
@@ -191,29 +223,7 @@ def run_gwg(spec: Dict[str, object]) -> Dict[str, object]:
     torch.set_num_threads(spec["threads"])
     pyro.set_rng_seed(spec["seed"])
     target = spec["target"]
-    if target["kind"] == "rbm":
-        arrays = rbm_arrays(Path(spec["rbm_path"]))
-        weights, visible_bias, hidden_bias = (
-            torch.from_numpy(arrays[k]) for k in ("weights", "visible_bias", "hidden_bias")
-        )
-        site = "v"
-
-        def model():
-            with pyro.plate("visible", 784):
-                v = pyro.sample("v", dist.Bernoulli(logits=visible_bias))
-            hidden = v @ weights.T + hidden_bias
-            pyro.factor("hidden_units", torch.nn.functional.softplus(hidden).sum(-1))
-
-    else:
-        size, theta, site = target["size"], target["theta"], "x"
-
-        def model():
-            with pyro.plate("rows", size, dim=-2), pyro.plate("cols", size, dim=-1):
-                x = pyro.sample("x", dist.Bernoulli(0.5))
-            s = 2 * x - 1
-            bonds = s * (torch.roll(s, -1, -1) + torch.roll(s, -1, -2))
-            pyro.factor("coupling", theta * bonds.sum((-2, -1)))
-
+    model, site = user_model(target, Path(spec["rbm_path"]))
     chains, coords = spec["chains"], num_coords(target)
 
     def run(num_samples: int, thinning: int = 1) -> MCMC:

@@ -510,11 +510,12 @@ def try_aot_compile(
 
 
 #: the cost model's prior for a compilation by :func:`aot_compile`, in seconds: a fixed
-#: part ... (measured on a 2-core machine: about 21 s for one GWG transition of a
-#: 10 x 10 Ising model, 184 operators in its trace)
-COMPILE_SECONDS_FIXED = 10.0
+#: part ... (fitted to GWG transitions compiled on a 2-core machine: 12-24 s for
+#: 135-233 operators in the trace, Ising and hidden Markov models; 29-40 s for 2,901,
+#: a model with 60 sites in a pyro.markov loop)
+COMPILE_SECONDS_FIXED = 15.0
 #: ... and a part per operator of the function's trace (:func:`trace_ops`)
-COMPILE_SECONDS_PER_OP = 0.06
+COMPILE_SECONDS_PER_OP = 0.007
 #: the cost model's prior for the time of a transition compiled by :func:`aot_compile`,
 #: as a fraction of its time under :func:`trace_compile` (0.08-0.14 measured for one
 #: GWG transition of a 10 x 10 Ising model, 16 chains; rounded up)

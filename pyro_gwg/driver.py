@@ -36,7 +36,16 @@ from pyro_gwg.density import traceable
 from pyro_gwg.energy import invalid_evaluations
 from pyro_gwg.proposals.algorithm import Algorithm
 
-__all__ = ["ChainDriver", "MoveMonitor", "Observer"]
+__all__ = [
+    "ChainDriver",
+    "MoveMonitor",
+    "Observer",
+    "ONE_STEP_BACKENDS",
+    "THREAD_GAIN",
+    "THREAD_TUNING_CALLS",
+    "UNTIMED_CALLS",
+    "fewest_fast_threads",
+]
 
 logger = logging.getLogger(__name__)
 
