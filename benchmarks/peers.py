@@ -93,13 +93,15 @@ SECTION = "## Peers"
 
 
 # ----------------------------------------------------------------------------- targets
-def targets(quick: bool) -> List[Dict[str, object]]:
+#: couplings of the lattice targets of a full run (``--thetas`` chooses others)
+THETAS = (0.2, 0.4, 0.5)
+
+
+def targets(quick: bool, thetas=THETAS) -> List[Dict[str, object]]:
     if quick:
         return [{"kind": "ising", "size": 10, "theta": 0.4}, {"kind": "rbm"}]
     ising = [
-        {"kind": "ising", "size": size, "theta": theta}
-        for size in (10, 40)
-        for theta in (0.2, 0.4, 0.5)
+        {"kind": "ising", "size": size, "theta": theta} for size in (10, 40) for theta in thetas
     ]
     return ising + [{"kind": "rbm"}]
 
@@ -483,13 +485,14 @@ def run(args: argparse.Namespace) -> Dict[str, object]:
             "gwg_warmup": GWG_WARMUP,
             "seed": args.seed,
             "samplers": args.samplers,
+            "thetas": args.thetas,
         },
         "runs": [],
     }
     workdir = Path(tempfile.mkdtemp(prefix="peers_"))
     rbm_path = workdir / "rbm.npz"
     rbm_arrays(rbm_path)
-    for target in targets(args.quick):
+    for target in targets(args.quick, args.thetas):
         for chains in args.chains:
             for sampler in args.samplers:
                 if sampler == "pymc" and chains != args.chains[0]:
@@ -710,6 +713,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         metavar="KEY=N",
         help="GWG num_flips per target (N or auto), overriding the default auto: 10=N, 40=N, rbm=N",
     )
+    parser.add_argument("--thetas", type=float, nargs="+", default=list(THETAS))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=600, help="seconds per process")
     parser.add_argument("--output", type=Path, default=HERE / "results" / "peers.json")

@@ -239,6 +239,7 @@ class ChainDriver:
                 (num_steps, code_dtype, self.backend),
                 lambda _: _blocks(lambda state: single(state)[:2], num_steps, code_dtype),
                 None,
+                tuned=False,
             )
         else:
             fn = self._function(
@@ -295,15 +296,18 @@ class ChainDriver:
         body_of: Callable,
         backend: Optional[str],
         calls_left: Callable[[], Optional[int]] = lambda: None,
+        tuned: bool = True,
     ) -> Callable:
         """The function of the cache for ``key`` and the build arguments in force,
         compiled (see :meth:`_compile`) on its first use; ``calls_left()`` is the
-        number of calls the caller still expects (``None``: unknown)."""
+        number of calls the caller still expects (``None``: unknown). On the CPU it
+        runs with the thread count it is fastest with (:class:`_ThreadTuned`) unless
+        ``tuned`` is false (a loop over functions that are tuned themselves)."""
         key = key + self._static_key
         fn = self._compiled.get(key)
         if fn is None:
             fn = self._compile(body_of, backend, calls_left)
-            if backend == "auto" and self.state.codes.device.type == "cpu":
+            if tuned and self.state.codes.device.type == "cpu":
                 fn = _ThreadTuned(fn)
             self._compiled[key] = fn
         return fn
