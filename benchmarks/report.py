@@ -50,6 +50,7 @@ ORDER = (
     "uha_logistic",
     "score_diffusion",
     "peers",
+    "profile_default_path",
     "memory",
 )
 
@@ -251,6 +252,24 @@ def render_peers(d: dict) -> list[str]:
     return [table(d["targets"]), table(d["runs"])]
 
 
+def render_profile(d: dict) -> list[str]:
+    rows = [
+        {
+            "target": run["target"],
+            "chains": run["chains"],
+            "jit_compile": run["jit_compile"],
+            "ran with": run["ran_with"],
+            "ms / step": run["ms_per_step"],
+            "outside operators": run["dispatch_share"],
+            "top operators (share of the step)": ", ".join(
+                "{} {:.0%}".format(op["name"], op["share"]) for op in run["top_operators"][:4]
+            ),
+        }
+        for run in d["runs"]
+    ]
+    return [table(rows)]
+
+
 def render_memory(d: dict) -> list[str]:
     rows = []
     for case, block in d["cases"].items():
@@ -280,6 +299,7 @@ RENDERERS: dict[str, Callable[[dict], list[str]]] = {
     "uha_logistic": render_uha_logistic,
     "score_diffusion": render_score_diffusion,
     "peers": render_peers,
+    "profile_default_path": render_profile,
     "memory": render_memory,
 }
 

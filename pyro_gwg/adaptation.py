@@ -36,7 +36,16 @@ from pyro_gwg.proposals.ncg import (
     preconditioner,
 )
 
-__all__ = ["NumFlipsAdaptation", "PreconditionerAdaptation", "StepSizeAdaptation"]
+__all__ = ["NumFlipsAdaptation", "PreconditionerAdaptation", "StepSizeAdaptation", "flips_bound"]
+
+
+def flips_bound(num_flips: int, num_coords: int) -> int:
+    """The smallest power of two at least ``num_flips``, at most ``num_coords``: the
+    ``max_flips`` of GWG's sampling transition after :class:`NumFlipsAdaptation`.
+
+    :rtype: int
+    """
+    return min(1 << max(int(num_flips) - 1, 0).bit_length(), int(num_coords))
 
 
 class NumFlipsAdaptation:
@@ -45,12 +54,15 @@ class NumFlipsAdaptation:
     probability as statistic), rounded to an integer in :math:`[1, D]` and frozen at the
     rounded average iterate after the last warmup step.
 
-    During warmup :math:`N` is a run-time value: the ``num_flips`` field of the state,
-    read by a step built with ``max_flips = D`` (its ``static``), so that adapting it
-    never builds or compiles the transition again. That step draws ``D`` coordinates
-    and masks all but :math:`N`; after warmup the frozen :math:`N` is built in
-    (``static`` becomes ``{"num_flips": N}``), so that sampling draws only :math:`N`:
-    one transition for warmup and one for sampling, whatever values warmup visits.
+    :math:`N` is a run-time value: the ``num_flips`` field of the state, read by a step
+    built with a bound ``max_flips`` (its ``static``) that draws ``max_flips``
+    coordinates and masks all but the first :math:`N`, so that adapting :math:`N` never
+    builds or compiles the transition again. During warmup the bound is ``D``; after
+    warmup it is :func:`flips_bound` of the frozen :math:`N` (the next power of two, at
+    most ``D``), so that sampling draws at most :math:`2N` coordinates and the value
+    :math:`N` is not a key of the compiled transition: runs whose warmups settle on
+    nearby values share one compiled sampling transition (and its package in the disk
+    cache).
 
     :param int num_flips: starting value.
     :param int num_coords: ``D``.
@@ -79,7 +91,7 @@ class NumFlipsAdaptation:
         self.current = max(1, min(round(math.exp(log_flips)), self.num_coords))
         if final:
             self.adapted = self.current
-            self.static = {"num_flips": self.current}
+            self.static = {"max_flips": flips_bound(self.current, self.num_coords)}
         return state._replace(num_flips=torch.full_like(state.num_flips, self.current))
 
 

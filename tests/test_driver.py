@@ -9,6 +9,7 @@ from exactness import assert_exact
 from small_models import SUITE
 
 import pyro_gwg
+from pyro_gwg.adaptation import flips_bound
 from pyro_gwg.density import Density, PotentialDensity, binary_layout, traceable
 from pyro_gwg.driver import ChainDriver
 from pyro_gwg.enumeration import exact_posterior
@@ -94,13 +95,28 @@ def test_warmup_adapts_one_step_at_a_time_without_building_the_step_again():
     assert blocks == [1] * 60
     assert kernel.adapted_num_flips > 1
     # the number of flips is a field of the state: one step function serves every value
-    # visited in warmup, and the frozen value is built into the sampling transitions
+    # visited in warmup, and sampling transitions are keyed by a bound, not the value
     assert len([key for key in driver._compiled if key[0] == "step"]) == 1
-    assert driver.static == {"num_flips": kernel.adapted_num_flips}
+    assert driver.static == {"max_flips": flips_bound(kernel.adapted_num_flips, 36)}
     assert torch.equal(driver.state.num_flips, torch.full((8,), kernel.adapted_num_flips))
     assert driver.moves.moved is None  # nothing after warmup yet
     driver.run(16, every=8)
     assert driver.moves.steps == 16
+
+
+def test_the_sampling_bound_of_the_number_of_flips_is_the_next_power_of_two():
+    assert [flips_bound(n, 100) for n in (1, 2, 3, 4, 5, 9, 64, 65, 100)] == [
+        1,
+        2,
+        4,
+        4,
+        8,
+        16,
+        64,
+        100,
+        100,
+    ]
+    assert flips_bound(5, 6) == 6
 
 
 def test_deprecated_entry_points_still_work_and_warn():

@@ -1,0 +1,105 @@
+"""Simulation-based calibration: the rank statistic, the uniformity test, and the tool
+passing an exact kernel and failing a broken one."""
+
+import pyro
+import pyro.distributions as dist
+import pytest
+import torch
+
+from pyro_gwg import GWG
+from pyro_gwg.energy import DiscreteEnergy
+from pyro_gwg.sbc import rank_statistics, sbc, uniformity_test
+
+
+def test_ranks_are_uniform_for_exchangeable_draws_with_ties():
+    # the truth and the draws from one distribution: every rank in {0, ..., L} is
+    # equally likely, discrete ties included (broken at random)
+    generator = torch.Generator().manual_seed(0)
+    num_draws, n = 9, 4000
+    values = torch.randint(0, 3, (n, num_draws + 1), generator=generator).float()
+    ranks = torch.stack(
+        [rank_statistics(v[0], v[1:], generator) for v in values.unsqueeze(-1)]
+    ).reshape(n, 1)
+    assert ranks.min() >= 0 and ranks.max() <= num_draws
+    _, p = uniformity_test(ranks, num_draws, num_draws + 1)
+    assert p.item() > 1e-3
+
+
+def test_ranks_count_the_draws_below_and_split_the_ties():
+    draws = torch.tensor([[0.0, 1.0], [2.0, 1.0], [3.0, 1.0]])
+    ranks = rank_statistics(torch.tensor([2.5, 1.0]), draws)
+    assert ranks[0] == 2  # below: 0 and 2
+    assert 0 <= ranks[1] <= 3  # three ties
+
+
+def test_the_uniformity_test_rejects_shifted_ranks_and_refuses_bad_bins():
+    generator = torch.Generator().manual_seed(1)
+    uniform = torch.randint(0, 20, (500, 2), generator=generator)
+    skewed = torch.minimum(uniform, torch.randint(0, 20, (500, 2), generator=generator))
+    statistic, p = uniformity_test(torch.cat([uniform[:, :1], skewed[:, :1]], 1), 19, 10)
+    assert p[0] > 1e-3 and p[1] < 1e-6 and statistic[1] > statistic[0]
+    # unequal bins: expected counts follow each bin's share of the rank values
+    _, p = uniformity_test(uniform, 19, 3)
+    assert (p > 1e-3).all()
+    with pytest.raises(ValueError, match="num_bins must be in"):
+        uniformity_test(uniform, 19, 21)
+
+
+def _count_model(y):
+    # a count with a prior and a noisy observation: the posterior spans several values,
+    # so its ranks carry information (binary sites give SBC little power)
+    n = pyro.sample("n", dist.Binomial(30, 0.4))
+    pyro.sample("y", dist.Normal(n, 3.0), obs=y)
+
+
+def _run(**kwargs):
+    return sbc(
+        _count_model,
+        lambda model: GWG(model, jit_compile=False),
+        torch.tensor(0.0),
+        num_simulations=60,
+        num_draws=19,
+        num_chains=4,
+        warmup_steps=100,
+        thinning=100,
+        progress_bar=False,
+        **kwargs,
+    )
+
+
+@pytest.mark.slow
+def test_sbc_passes_an_exact_kernel():
+    result = _run()
+    assert result.ranks["n"].shape == (60,)
+    assert result.passed(0.01), result.p_values()
+
+
+@pytest.mark.slow
+def test_sbc_fails_a_kernel_that_samples_a_tempered_posterior(monkeypatch):
+    # a kernel that doubles the log density (a classic bug: a likelihood counted twice)
+    # samples a posterior too narrow: the ranks pile up at both ends
+    original = DiscreteEnergy._value_and_grad
+
+    def doubled(self, codes, num_chains, forward=None):
+        log_joint, grad = original(self, codes, num_chains, forward)
+        return 2 * log_joint, 2 * grad
+
+    monkeypatch.setattr(DiscreteEnergy, "_value_and_grad", doubled)
+    assert not _run().passed(0.01)
+
+
+def test_sbc_names_the_sites_it_cannot_use():
+    def two_observations(y, z):
+        n = pyro.sample("n", dist.Binomial(5, 0.5))
+        pyro.sample("y", dist.Normal(n, 1.0), obs=y)
+        pyro.sample("z", dist.Normal(n, 1.0), obs=z)
+
+    args = (torch.tensor(0.0), torch.tensor(0.0))
+    with pytest.raises(ValueError, match="observes site 'z'.*observed=None"):
+        sbc(two_observations, GWG, *args, observed=["y"], progress_bar=False)
+    with pytest.raises(ValueError, match="observed site 'w' is not a sample site"):
+        sbc(two_observations, GWG, *args, observed=["y", "z", "w"], progress_bar=False)
+    with pytest.raises(ValueError, match="site 'y' is not a latent"):
+        sbc(two_observations, GWG, *args, sites=["y"], progress_bar=False)
+    with pytest.raises(ValueError, match="num_simulations must be an integer >= 2"):
+        sbc(two_observations, GWG, *args, num_simulations=1, progress_bar=False)
