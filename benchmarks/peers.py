@@ -459,12 +459,14 @@ def measure(spec: Dict[str, object], out: Dict[str, object]) -> Dict[str, object
     return out
 
 
-def run(args: argparse.Namespace) -> Dict[str, object]:
+def header(name: str, **machine) -> Dict[str, object]:
+    """The first keys of a results file: the benchmark, when and how it ran, and the
+    machine (with ``machine``'s entries)."""
     import pyro
     import torch
 
-    results: Dict[str, object] = {
-        "benchmark": "peers",
+    return {
+        "benchmark": name,
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": " ".join(["python"] + sys.argv),
         "machine": {
@@ -473,9 +475,14 @@ def run(args: argparse.Namespace) -> Dict[str, object]:
             "load_average_at_start": os.getloadavg(),
             "torch": torch.__version__,
             "pyro": pyro.__version__,
-            "versions": _versions(),
-            "threads_per_process": args.threads,
+            **machine,
         },
+    }
+
+
+def run(args: argparse.Namespace) -> Dict[str, object]:
+    results: Dict[str, object] = {
+        **header("peers", versions=_versions(), threads_per_process=args.threads),
         "settings": {
             "budget_s": args.budget,
             "burn_in_s": args.burn_in,

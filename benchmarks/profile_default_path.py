@@ -26,10 +26,8 @@ Results go to ``benchmarks/results/profile_default_path.json`` (``--output``).
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
-import platform
 import sys
 import tempfile
 import time
@@ -39,7 +37,7 @@ from typing import Dict, List, Optional
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from peers import rbm_arrays, target_name, user_model  # noqa: E402
+from peers import header, rbm_arrays, target_name, user_model  # noqa: E402
 
 TARGETS = [
     {"kind": "ising", "size": 10, "theta": 0.4},
@@ -127,7 +125,6 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, object]:
     default_output = HERE / "results" / "profile_default_path.json"
     parser.add_argument("--output", type=Path, default=default_output)
     args = parser.parse_args(argv)
-    import pyro
     import torch
 
     if args.threads is not None:
@@ -160,17 +157,7 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, object]:
                     flush=True,
                 )
     results = {
-        "benchmark": "profile_default_path",
-        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "command": " ".join(["python"] + sys.argv),
-        "machine": {
-            "platform": platform.platform(),
-            "cpu_count": os.cpu_count(),
-            "load_average_at_start": os.getloadavg(),
-            "torch": torch.__version__,
-            "pyro": pyro.__version__,
-            "torch_threads": torch.get_num_threads(),
-        },
+        **header("profile_default_path", torch_threads=torch.get_num_threads()),
         "runs": runs,
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)
