@@ -51,6 +51,7 @@ import logging
 import os
 import pathlib
 import tempfile
+import threading
 import time
 import warnings
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
@@ -65,6 +66,7 @@ __all__ = [
     "cache_dir",
     "cached_aot",
     "estimated_compile_seconds",
+    "prewarm_loader",
     "trace_key",
     "trace_ops",
     "try_aot_compile",
@@ -358,9 +360,42 @@ def _write_atomically(path: pathlib.Path, write: Callable[[str], None]) -> None:
             os.remove(temporary)
 
 
+#: the background probe of the CPU's vector instructions (see :func:`prewarm_loader`)
+_PROBE: Optional[threading.Thread] = None
+
+
+def prewarm_loader() -> None:
+    """Start, once per process, the probe of the CPU's vector instruction sets that
+    PyTorch runs before it loads the first AOTInductor package of a process (about 2 s
+    of compiling test programs on a 2-core machine) in a background thread, so that it
+    overlaps with tracing the transition; done only when the disk cache holds
+    packages, i.e. where a load is likely. :func:`_load` waits for it."""
+    global _PROBE
+    if _PROBE is not None or not aot_available():
+        return
+    try:
+        if not any(cache_dir().glob("*.pt2")):
+            return
+        from torch._inductor import cpu_vec_isa
+    except Exception:  # no cache, or a PyTorch without this (private) module
+        return
+
+    def probe() -> None:
+        try:
+            cpu_vec_isa.valid_vec_isa_list()
+        except Exception as error:  # the load then probes itself
+            logger.debug("probing the CPU's vector instructions failed: %s", error)
+
+    _PROBE = threading.Thread(target=probe, name="pyro_gwg-isa-probe", daemon=True)
+    _PROBE.start()
+
+
 def _load(path: pathlib.Path, example_inputs: Sequence[torch.Tensor]) -> Callable:
     """The package at ``path``, loaded (the first load in a process also probes the
-    CPU's vector instructions: a few seconds) and called once on ``example_inputs``."""
+    CPU's vector instructions: a few seconds, unless :func:`prewarm_loader` did) and
+    called once on ``example_inputs``."""
+    if _PROBE is not None:
+        _PROBE.join()
     with warnings.catch_warnings():
         # PyTorch's own deprecation notices from unpickling the package's call spec
         warnings.simplefilter("ignore", FutureWarning)

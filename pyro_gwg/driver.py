@@ -370,6 +370,8 @@ class ChainDriver:
             compiled = compile_function(flat, example, backend)
             return body_of(self.algorithm.step) if compiled is None else wrap(compiled)
         # "auto" and "aot": traced first, which names the function in the disk cache
+        if "aot" in usable and state.codes.device.type == "cpu":
+            compilation.prewarm_loader()  # a package load's CPU probe, while tracing
         traced = compile_function(flat, example, "trace") if "trace" in usable else None
         key = compilation.trace_key(traced, example) if traced is not None else None
         if not compilation.aot_available():

@@ -493,3 +493,23 @@ def test_models_outside_the_tracers_compile_and_draw_as_eager_ones(name, backend
         runs.append(_advance(kernel, 3, each))
     assert torch.equal(runs[0][1], runs[1][1])
     assert torch.allclose(runs[0][2], runs[1][2])
+
+
+def test_the_cpu_probe_of_package_loads_starts_once_and_only_with_packages(monkeypatch, tmp_path):
+    from torch._inductor import cpu_vec_isa
+
+    if not compilation.aot_available():
+        pytest.skip("no AOTInductor packages in this PyTorch")
+    calls = []
+    monkeypatch.setattr(cpu_vec_isa, "valid_vec_isa_list", lambda: calls.append(1))
+    monkeypatch.setattr(compilation, "_PROBE", None)
+    monkeypatch.setenv(compilation.CACHE_ENV, str(tmp_path))
+    compilation.prewarm_loader()  # an empty cache: no load is coming, no probe
+    assert compilation._PROBE is None
+    folder = compilation.cache_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "package.pt2").write_bytes(b"")
+    compilation.prewarm_loader()
+    compilation.prewarm_loader()
+    compilation._PROBE.join()
+    assert calls == [1]
