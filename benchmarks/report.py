@@ -260,7 +260,7 @@ def render_profile(d: dict) -> list[str]:
             "jit_compile": run["jit_compile"],
             "ran with": run["ran_with"],
             "ms / step": run["ms_per_step"],
-            "outside operators": run["dispatch_share"],
+            "share outside ATen operators (fused kernels, Python)": run["dispatch_share"],
             "top operators (share of the step)": ", ".join(
                 "{} {:.0%}".format(op["name"], op["share"]) for op in run["top_operators"][:4]
             ),
