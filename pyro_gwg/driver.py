@@ -70,6 +70,7 @@ class MoveMonitor:
         self.moved: Optional[torch.Tensor] = None  # [C] steps that changed the state
         self.first: Optional[torch.Tensor] = None  # [C, D] first states after warmup
         self.unchanged: Optional[torch.Tensor] = None  # bool [D]
+        self.unchecked_coords = True  # whether some coordinate has not moved yet
         self.steps = 0
 
     def observe(self, info: NamedTuple, codes: torch.Tensor) -> None:
@@ -81,7 +82,9 @@ class MoveMonitor:
             self.unchanged = torch.ones_like(codes[0, 0], dtype=torch.bool)
         else:
             self.moved = self.moved + moved
-        self.unchanged &= (codes == self.first.unsqueeze(1)).all(1).all(0)
+        if self.unchecked_coords:  # once every coordinate has moved, nothing to compare
+            self.unchanged &= (codes == self.first.unsqueeze(1)).all(1).all(0)
+            self.unchecked_coords = bool(self.unchanged.any())
         self.steps += codes.shape[1]
 
 
