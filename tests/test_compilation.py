@@ -496,10 +496,10 @@ def test_models_outside_the_tracers_compile_and_draw_as_eager_ones(name, backend
 
 
 def test_the_cpu_probe_of_package_loads_starts_once_and_only_with_packages(monkeypatch, tmp_path):
-    from torch._inductor import cpu_vec_isa
-
     if not compilation.aot_available():
         pytest.skip("no AOTInductor packages in this PyTorch")
+    from torch._inductor import cpu_vec_isa
+
     calls = []
     monkeypatch.setattr(cpu_vec_isa, "valid_vec_isa_list", lambda: calls.append(1))
     monkeypatch.setattr(compilation, "_PROBE", None)
