@@ -486,17 +486,22 @@ class _ThreadTuned:
     def __call__(self, state: NamedTuple) -> tuple:
         self.calls += 1
         tuning = self.threads is None and self.calls > UNTIMED_CALLS
-        candidates = list(self.seconds)
-        threads = candidates[self.calls % len(candidates)] if tuning else self.threads
+        if tuning:
+            candidates = list(self.seconds)
+            threads = candidates[self.calls % len(candidates)]
+        else:
+            threads = self.threads
         previous = torch.get_num_threads()
-        if threads is not None:
+        switch = threads is not None and threads != previous
+        if switch:
             torch.set_num_threads(threads)
         try:
             begin = time.perf_counter()
             out = self.fn(state)
             seconds = time.perf_counter() - begin
         finally:
-            torch.set_num_threads(previous)
+            if switch:
+                torch.set_num_threads(previous)
         if tuning:
             self.seconds[threads].append(seconds)
             if all(len(times) >= THREAD_TUNING_CALLS for times in self.seconds.values()):
