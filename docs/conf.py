@@ -22,7 +22,28 @@ extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.mathjax",
     "sphinx.ext.viewcode",
+    "sphinx_gallery.gen_gallery",
 ]
+
+# The tutorials are plain Python scripts in examples/tutorials, executed at every build by
+# sphinx-gallery (scripts rather than notebooks: they diff, lint and run like any other
+# file, and need no Jupyter kernel). PYRO_GWG_FAST=1 in the environment makes each one
+# run the same code on a smaller problem, as CI does; PYRO_GWG_DOCS_JOBS runs that many
+# tutorials at once.
+sphinx_gallery_conf = {
+    "examples_dirs": ["../examples/tutorials"],
+    "gallery_dirs": ["tutorials"],
+    "filename_pattern": r"/\d\d_",  # every numbered script is executed
+    "within_subsection_order": "FileNameSortKey",
+    "abort_on_example_error": True,
+    "download_all_examples": False,
+    "remove_config_comments": True,
+    "image_scrapers": ("matplotlib",),
+    "reset_modules": ("matplotlib",),
+    "parallel": int(os.environ.get("PYRO_GWG_DOCS_JOBS", "1")),
+    "write_computation_times": True,
+    "min_reported_time": 0,
+}
 
 # Docstrings are written in Pyro's reST style (":param type name:"), so no napoleon.
 autodoc_member_order = "bysource"
@@ -30,7 +51,7 @@ autodoc_typehints = "none"  # argument types are given in the :param: fields
 autoclass_content = "class"
 
 templates_path = []
-exclude_patterns = ["_build", "Thumbs.db", ".DS_Store"]
+exclude_patterns = ["_build", "Thumbs.db", ".DS_Store", "tutorials/*.ipynb"]
 source_suffix = {".rst": "restructuredtext"}
 root_doc = "index"
 

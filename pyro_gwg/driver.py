@@ -43,6 +43,7 @@ __all__ = [
     "ONE_STEP_BACKENDS",
     "THREAD_GAIN",
     "THREAD_TUNING_CALLS",
+    "TIMED_CALLS",
     "UNTIMED_CALLS",
     "fewest_fast_threads",
 ]
@@ -55,6 +56,12 @@ ONE_STEP_BACKENDS = ("auto", "aot")
 #: calls of a function in the ``"auto"`` mode not timed for the cost model (the
 #: TorchScript executor specialises the graph during its first calls)
 UNTIMED_CALLS = 2
+
+#: timed calls the cost model takes the median of before it decides: one call can be
+#: slow for reasons of its own (the TorchScript executor optimised a 1,500-operator
+#: graph during the third call, 0.65 s against 10 ms for the calls after it, and one
+#: such call had started a 100-second compilation of a 200-step run)
+TIMED_CALLS = 5
 
 #: ``observe(t, info, codes, log_joint)``: a block of transitions starting at step ``t``
 #: (counted from the first warmup step), with ``info`` fields ``[C, n]``, the states
@@ -425,7 +432,7 @@ class _AutoCompiled:
         self.device = device
         self.calls = 0
         self.spent = 0.0  # seconds in all calls
-        self.timed = 0.0  # seconds in the calls after the first UNTIMED_CALLS
+        self.timed: List[float] = []  # seconds of the calls after the first UNTIMED_CALLS
 
     def __call__(self, state: NamedTuple) -> tuple:
         if self.final is not None:
@@ -438,8 +445,11 @@ class _AutoCompiled:
         self.calls += 1
         self.spent += seconds
         if self.calls > UNTIMED_CALLS:
-            self.timed += seconds
-            per_call = self.timed / (self.calls - UNTIMED_CALLS)
+            self.timed.append(seconds)
+            if len(self.timed) < TIMED_CALLS:
+                return out
+            per_call = sorted(self.timed)[len(self.timed) // 2]
+            del self.timed[: -4 * TIMED_CALLS]  # the recent calls are enough
             left = self.calls_left()
             if compilation.worth_compiling(per_call, left, self.spent, self.compile_seconds):
                 self.final = self.upgrade() or self.current

@@ -28,7 +28,8 @@ effective sample.
 from __future__ import annotations
 
 import math
-from typing import Callable, Dict, Optional, Sequence, Tuple
+import warnings
+from typing import Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 import pyro
 import torch
@@ -198,6 +199,7 @@ def sbc(
     warmup_steps: int = 200,
     thinning: int = 5,
     sites: Optional[Sequence[str]] = None,
+    statistics: Optional[Mapping[str, Callable]] = None,
     seed: int = 0,
     progress_bar: bool = True,
     **kwargs,
@@ -213,6 +215,11 @@ def sbc(
     ``thinning``-th draw kept, spread evenly over the chains) and records the rank of
     each latent component among them (:func:`rank_statistics`). Simulation ``i`` is
     seeded with ``seed + i``.
+
+    Any function of the latent values has uniform ranks under an exact sampler, so
+    ``statistics`` can rank quantities with more power than the raw components: the
+    category index of a ``OneHotCategorical`` site (whose 0/1 components say little
+    on their own), a sum over a field of bits, a model's derived quantity.
 
     Example::
 
@@ -233,14 +240,21 @@ def sbc(
     :param int num_chains: chains per posterior run.
     :param int warmup_steps: warmup steps per chain.
     :param int thinning: keep every ``thinning``-th draw.
-    :param sites: latent sites to rank (default: every latent sample site).
+    :param sites: latent sites to rank (default: every latent sample site, or none
+        when ``statistics`` is given).
+    :param dict statistics: ``{name: f}``, each ``f`` taking the dict of latent
+        values (of the prior draw, and of the ``L`` posterior draws with a leading
+        dimension) to a tensor with that leading dimension, e.g.
+        ``{"year": lambda v: v["tau"].argmax(-1)}``; ranked beside ``sites``.
     :param int seed: seed of the first simulation.
     :param bool progress_bar: show a progress bar over simulations.
     :param kwargs: the model's keyword arguments.
     :rtype: SBCResult
     :raises ValueError: for an ``observed`` name that is no sample site of the model,
-        or a site in ``sites`` that is not latent.
+        a site in ``sites`` that is not latent, a statistic that is not callable, is
+        named like a site or gives a shape without the draws' leading dimension.
     """
+    from pyro_gwg.kernels.base import StuckChainWarning
     from pyro_gwg.mcmc import MCMC
 
     for name, value, low in (
@@ -263,6 +277,7 @@ def sbc(
         )
     per_chain = math.ceil(num_draws / num_chains)
     ranks: Dict[str, list] = {}
+    stuck = 0  # simulations whose run warned that a chain or a coordinate never moved
     iterator = range(num_simulations)
     if progress_bar:
         from tqdm.auto import tqdm
@@ -275,7 +290,9 @@ def sbc(
         if i == 0:
             observed = _observed_sites(prior, observed, sites)
         truth = _latent_sites(prior, observed)
-        chosen = list(sites) if sites is not None else list(truth)
+        if i == 0:
+            _check_statistics(statistics, truth)
+            chosen = list(sites) if sites is not None else [] if statistics else list(truth)
         data = {name: prior.nodes[name]["value"].detach() for name in observed}
         mcmc = MCMC(
             kernel(poutine.condition(model, data=data)),
@@ -285,16 +302,70 @@ def sbc(
             thinning=thinning,
             disable_progbar=True,
         )
-        mcmc.run(*args, **kwargs)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            mcmc.run(*args, **kwargs)
+        stuck += _reissue(caught, StuckChainWarning)
         samples = mcmc.get_samples()
+        pooled = samples[next(iter(truth))].shape[0]
+        keep = torch.linspace(0, pooled - 1, num_draws).round().long()
+        draws = {name: samples[name][keep].to(truth[name].dtype) for name in truth}
         generator = torch.Generator().manual_seed(seed + i)
-        for name in chosen:
-            pooled = samples[name]
-            keep = torch.linspace(0, pooled.shape[0] - 1, num_draws).round().long()
-            ranks.setdefault(name, []).append(
-                rank_statistics(truth[name], pooled[keep].to(truth[name].dtype), generator)
-            )
+        for name, (true_value, drawn) in _ranked(chosen, statistics, truth, draws).items():
+            ranks.setdefault(name, []).append(rank_statistics(true_value, drawn, generator))
+    if stuck:
+        warnings.warn(
+            "In {} of {} simulations a chain or a coordinate never moved after warmup "
+            "(a StuckChainWarning of each run, not shown one by one). Coordinates that "
+            "a posterior is sure of do this; a chain that cannot move makes the ranks of "
+            "an exact kernel fail: if they do, run more warmup_steps and thinning.".format(
+                stuck, num_simulations
+            ),
+            StuckChainWarning,
+            stacklevel=2,
+        )
     return SBCResult({k: torch.stack(v) for k, v in ranks.items()}, num_draws, num_bins)
+
+
+#: where warnings re-issued by :func:`_reissue` are registered, so that the default
+#: filter shows each of them once, not once per simulation
+_SEEN: dict = {}
+
+
+def _reissue(caught, held: type) -> bool:
+    """Re-issue the warnings ``caught`` during a run, except those of category
+    ``held``; whether any was held back."""
+    for w in caught:
+        if not issubclass(w.category, held):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, registry=_SEEN)
+    return any(issubclass(w.category, held) for w in caught)
+
+
+def _check_statistics(statistics, truth) -> None:
+    for name, f in (statistics or {}).items():
+        if not callable(f):
+            raise ValueError("statistic {!r} must be a function of the latent values".format(name))
+        if name in truth:
+            raise ValueError(
+                "statistic {!r} has the name of a latent site: name it otherwise".format(name)
+            )
+
+
+def _ranked(chosen, statistics, truth, draws) -> Dict[str, Tuple[torch.Tensor, torch.Tensor]]:
+    """``{name: (true value, L draws)}`` of the chosen sites and the statistics."""
+    pairs = {name: (truth[name], draws[name]) for name in chosen}
+    num_draws = next(iter(draws.values())).shape[0]
+    for name, f in (statistics or {}).items():
+        true_value, drawn = torch.as_tensor(f(truth)), torch.as_tensor(f(draws))
+        if drawn.shape != (num_draws,) + true_value.shape:
+            raise ValueError(
+                "statistic {!r} gave shape {} on the prior draw and {} on {} posterior "
+                "draws; it must keep the draws' leading dimension".format(
+                    name, tuple(true_value.shape), tuple(drawn.shape), num_draws
+                )
+            )
+        pairs[name] = (true_value, drawn.to(true_value.dtype))
+    return pairs
 
 
 def _observed_sites(trace, observed: Optional[Sequence[str]], sites) -> list:

@@ -2,6 +2,7 @@
 bookkeeping of multi-step calls."""
 
 import logging
+import time
 import warnings
 
 import pyro
@@ -362,20 +363,38 @@ def _auto(compile_seconds, calls_left, upgraded):
 
 
 def test_auto_functions_move_to_the_compiled_one_once_it_pays():
-    from pyro_gwg.driver import UNTIMED_CALLS
+    from pyro_gwg.driver import TIMED_CALLS, UNTIMED_CALLS
 
     final = _Clock("final")
     auto, start, upgrades = _auto(0.0, 10, final)
-    results = [auto(None) for _ in range(UNTIMED_CALLS + 3)]
-    # the untimed calls, then one timed call decides; every later call is compiled
-    assert results == ["start"] * (UNTIMED_CALLS + 1) + ["final"] * 2
-    assert upgrades == [1] and start.calls == UNTIMED_CALLS + 1
+    results = [auto(None) for _ in range(UNTIMED_CALLS + TIMED_CALLS + 2)]
+    # the untimed calls, then the timed calls decide; every later call is compiled
+    assert results == ["start"] * (UNTIMED_CALLS + TIMED_CALLS) + ["final"] * 2
+    assert upgrades == [1] and start.calls == UNTIMED_CALLS + TIMED_CALLS
     # a compile that does not pay back is never started
     auto, start, upgrades = _auto(1e9, 10**6, final)
     assert {auto(None) for _ in range(20)} == {"start"} and not upgrades
     # a failed compilation is not retried: the function stays as it was
     auto, start, upgrades = _auto(0.0, None, None)
     assert {auto(None) for _ in range(20)} == {"start"} and upgrades == [1]
+
+
+def test_one_slow_call_does_not_start_a_compilation():
+    # the TorchScript executor can spend most of a second optimising a large graph in
+    # one early call; the decision takes the median of several calls
+    from pyro_gwg.driver import UNTIMED_CALLS
+
+    class OneSlowCall(_Clock):
+        def __call__(self, state):
+            if self.calls == UNTIMED_CALLS:
+                time.sleep(0.3)
+            return super().__call__(state)
+
+    from pyro_gwg.driver import _AutoCompiled
+
+    upgrades = []
+    auto = _AutoCompiled(OneSlowCall("start"), lambda: upgrades.append(1), lambda: 100, 5.0, "cpu")
+    assert {auto(None) for _ in range(30)} == {"start"} and not upgrades
 
 
 @pytest.mark.slow

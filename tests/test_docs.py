@@ -92,3 +92,21 @@ def test_pages_name_no_removed_kernel_method(page):
     text = page.read_text()
     assert [name for name in REMOVED if name in text] == []
     assert not hasattr(DiscreteKernel, "transition")
+
+
+TUTORIALS = sorted((ROOT / "examples" / "tutorials").glob("*.py"))
+
+
+def test_the_gallery_has_six_tutorials_that_sphinx_gallery_executes():
+    conf = (ROOT / "docs" / "conf.py").read_text()
+    pattern = re.search(r'"filename_pattern": r"(.*?)"', conf).group(1)
+    executed = [p for p in TUTORIALS if re.search(pattern, "/" + p.name)]
+    assert executed == TUTORIALS and len(TUTORIALS) >= 6, [p.name for p in TUTORIALS]
+
+
+@pytest.mark.parametrize("script", TUTORIALS, ids=lambda p: p.name)
+def test_each_tutorial_has_a_title_and_a_fast_mode(script):
+    text = script.read_text()
+    # sphinx-gallery takes the title from the docstring's first underlined line
+    assert re.match(r'r?"""\n(.+)\n=+\n', text), "no title in the module docstring"
+    assert 'FAST = os.environ.get("PYRO_GWG_FAST") == "1"' in text

@@ -109,3 +109,83 @@ def test_sbc_names_the_sites_it_cannot_use():
         sbc(two_observations, GWG, *args, sites=["y"], progress_bar=False)
     with pytest.raises(ValueError, match="num_simulations must be an integer >= 2"):
         sbc(two_observations, GWG, *args, num_simulations=1, progress_bar=False)
+
+
+def _bits_model(y):
+    with pyro.plate("bits", 4):
+        x = pyro.sample("x", dist.Bernoulli(0.5))
+    pyro.sample("y", dist.Normal(x.sum(-1), 1.0), obs=y)
+
+
+def test_sbc_ranks_statistics_of_the_latent_values():
+    result = sbc(
+        _bits_model,
+        lambda model: GWG(model, jit_compile=False),
+        torch.tensor(0.0),
+        num_simulations=3,
+        num_draws=7,
+        num_chains=1,
+        warmup_steps=5,
+        thinning=1,
+        statistics={"ones": lambda values: values["x"].sum(-1)},
+        progress_bar=False,
+    )
+    # only the statistic is ranked when sites= is not given
+    assert set(result.ranks) == {"ones"}
+    assert result.ranks["ones"].shape == (3,)
+    assert ((result.ranks["ones"] >= 0) & (result.ranks["ones"] <= 7)).all()
+
+
+@pytest.mark.parametrize(
+    "statistics, match",
+    [
+        ({"ones": 3}, "statistic 'ones' must be a function"),
+        ({"x": lambda v: v["x"].sum(-1)}, "statistic 'x' has the name of a latent site"),
+        ({"ones": lambda v: v["x"].sum()}, "statistic 'ones' gave shape .* leading dimension"),
+    ],
+)
+def test_sbc_refuses_bad_statistics(statistics, match):
+    with pytest.raises(ValueError, match=match):
+        sbc(
+            _bits_model,
+            lambda model: GWG(model, jit_compile=False),
+            torch.tensor(0.0),
+            num_simulations=2,
+            num_draws=3,
+            num_chains=1,
+            warmup_steps=1,
+            thinning=1,
+            statistics=statistics,
+            progress_bar=False,
+        )
+
+
+def test_sbc_reports_stuck_runs_once(monkeypatch):
+    import warnings
+
+    from pyro_gwg import mcmc as mcmc_module
+    from pyro_gwg.kernels.base import StuckChainWarning
+
+    real_run = mcmc_module.MCMC.run
+
+    def run_and_warn(self, *args, **kwargs):
+        warnings.warn("chain 0 never moved", StuckChainWarning, stacklevel=1)
+        warnings.warn("something else", UserWarning, stacklevel=1)
+        return real_run(self, *args, **kwargs)
+
+    monkeypatch.setattr(mcmc_module.MCMC, "run", run_and_warn)
+    with pytest.warns(UserWarning) as record:
+        sbc(
+            _bits_model,
+            lambda model: GWG(model, jit_compile=False),
+            torch.tensor(0.0),
+            num_simulations=3,
+            num_draws=3,
+            num_chains=1,
+            warmup_steps=1,
+            thinning=1,
+            progress_bar=False,
+        )
+    stuck = [str(w.message) for w in record if w.category is StuckChainWarning]
+    assert len(stuck) == 1 and stuck[0].startswith("In 3 of 3 simulations")
+    assert any(str(w.message) == "something else" for w in record)
