@@ -30,17 +30,23 @@ extensions = [
 # file, and need no Jupyter kernel). PYRO_GWG_FAST=1 in the environment makes each one
 # run the same code on a smaller problem, as CI does; PYRO_GWG_DOCS_JOBS runs that many
 # tutorials at once.
+_JOBS = int(os.environ.get("PYRO_GWG_DOCS_JOBS", "1"))
+if _JOBS > 1:
+    # tutorials run side by side: one PyTorch thread each (the workers inherit this),
+    # or their threads contend for the cores and each small operator waits on them
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 sphinx_gallery_conf = {
     "examples_dirs": ["../examples/tutorials"],
     "gallery_dirs": ["tutorials"],
     "filename_pattern": r"/\d\d_",  # every numbered script is executed
     "within_subsection_order": "FileNameSortKey",
     "abort_on_example_error": True,
+    "run_stale_examples": True,  # every build executes every tutorial, never a stale copy
     "download_all_examples": False,
     "remove_config_comments": True,
     "image_scrapers": ("matplotlib",),
     "reset_modules": ("matplotlib",),
-    "parallel": int(os.environ.get("PYRO_GWG_DOCS_JOBS", "1")),
+    "parallel": _JOBS,
     "write_computation_times": True,
     "min_reported_time": 0,
 }

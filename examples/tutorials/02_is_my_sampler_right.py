@@ -246,13 +246,13 @@ plt.tight_layout()
 # sampler; we rank the three summaries (``statistics=``), which carry more information
 # than the single 0/1 regimes, and thin the chains so that the draws are nearly
 # independent.
-num_simulations = 40 if FAST else 200
+num_simulations = 20 if FAST else 100
 settings = dict(
     num_simulations=num_simulations,
     num_draws=19,
     num_chains=2,
-    warmup_steps=100,
-    thinning=10,
+    warmup_steps=50,
+    thinning=5,
     statistics=QUANTITIES,
     progress_bar=False,
 )
