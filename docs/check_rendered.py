@@ -93,9 +93,17 @@ def link_defect(link: str, root: Path, base: str) -> Optional[str]:
     return None
 
 
+class _Server(http.server.ThreadingHTTPServer):
+    def handle_error(self, request, client_address) -> None:
+        # the browser drops connections it no longer needs (aborted external requests,
+        # a page closed while a resource loads): not a defect of the pages
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 def _serve(root: Path) -> http.server.ThreadingHTTPServer:
     handler = functools.partial(_QuietHandler, directory=str(root))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server = _Server(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
 
@@ -171,7 +179,9 @@ def _screenshot(page, path: Path, width: int) -> None:
     page.screenshot(path=str(path), full_page=True)
     with Image.open(path) as image:
         height = round(image.height * width / image.width)
-        image.convert("RGB").resize((width, height), Image.LANCZOS).save(path, optimize=True)
+        small = image.convert("RGB").resize((width, height), Image.LANCZOS)
+        # a 128-colour palette keeps a page of text and plots legible at a tenth the size
+        small.quantize(colors=128).save(path, optimize=True)
 
 
 def main(argv=None) -> int:

@@ -246,10 +246,10 @@ plt.tight_layout()
 # sampler; we rank the three summaries (``statistics=``), which carry more information
 # than the single 0/1 regimes, and thin the chains so that the draws are nearly
 # independent.
-num_simulations = 20 if FAST else 100
+num_simulations, num_draws = (10, 19) if FAST else (80, 39)
 settings = dict(
     num_simulations=num_simulations,
-    num_draws=19,
+    num_draws=num_draws,
     num_chains=2,
     warmup_steps=50,
     thinning=5,
