@@ -335,10 +335,13 @@ _SEEN: dict = {}
 def _reissue(caught, held: type) -> bool:
     """Re-issue the warnings ``caught`` during a run, except those of category
     ``held``; whether any was held back."""
+    held_back = False
     for w in caught:
-        if not issubclass(w.category, held):
+        if issubclass(w.category, held):
+            held_back = True
+        else:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, registry=_SEEN)
-    return any(issubclass(w.category, held) for w in caught)
+    return held_back
 
 
 def _check_statistics(statistics, truth) -> None:

@@ -117,18 +117,28 @@ def _bits_model(y):
     pyro.sample("y", dist.Normal(x.sum(-1), 1.0), obs=y)
 
 
+def _tiny_sbc(**settings):
+    """:func:`sbc` of :func:`_bits_model` with a few short eager runs."""
+    settings = {
+        "num_simulations": 2,
+        "num_draws": 3,
+        "num_chains": 1,
+        "warmup_steps": 1,
+        "thinning": 1,
+        "progress_bar": False,
+        **settings,
+    }
+    return sbc(
+        _bits_model, lambda model: GWG(model, jit_compile=False), torch.tensor(0.0), **settings
+    )
+
+
 def test_sbc_ranks_statistics_of_the_latent_values():
-    result = sbc(
-        _bits_model,
-        lambda model: GWG(model, jit_compile=False),
-        torch.tensor(0.0),
+    result = _tiny_sbc(
         num_simulations=3,
         num_draws=7,
-        num_chains=1,
         warmup_steps=5,
-        thinning=1,
         statistics={"ones": lambda values: values["x"].sum(-1)},
-        progress_bar=False,
     )
     # only the statistic is ranked when sites= is not given
     assert set(result.ranks) == {"ones"}
@@ -146,18 +156,7 @@ def test_sbc_ranks_statistics_of_the_latent_values():
 )
 def test_sbc_refuses_bad_statistics(statistics, match):
     with pytest.raises(ValueError, match=match):
-        sbc(
-            _bits_model,
-            lambda model: GWG(model, jit_compile=False),
-            torch.tensor(0.0),
-            num_simulations=2,
-            num_draws=3,
-            num_chains=1,
-            warmup_steps=1,
-            thinning=1,
-            statistics=statistics,
-            progress_bar=False,
-        )
+        _tiny_sbc(statistics=statistics)
 
 
 def test_sbc_reports_stuck_runs_once(monkeypatch):
@@ -175,17 +174,7 @@ def test_sbc_reports_stuck_runs_once(monkeypatch):
 
     monkeypatch.setattr(mcmc_module.MCMC, "run", run_and_warn)
     with pytest.warns(UserWarning) as record:
-        sbc(
-            _bits_model,
-            lambda model: GWG(model, jit_compile=False),
-            torch.tensor(0.0),
-            num_simulations=3,
-            num_draws=3,
-            num_chains=1,
-            warmup_steps=1,
-            thinning=1,
-            progress_bar=False,
-        )
+        _tiny_sbc(num_simulations=3)
     stuck = [str(w.message) for w in record if w.category is StuckChainWarning]
     assert len(stuck) == 1 and stuck[0].startswith("In 3 of 3 simulations")
     assert any(str(w.message) == "something else" for w in record)
