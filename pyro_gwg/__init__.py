@@ -12,7 +12,7 @@ from pyro_gwg.enumeration import exact_posterior
 from pyro_gwg.inference_data import to_inference_data
 from pyro_gwg.kernels import REGISTRY, DiscreteKernel
 from pyro_gwg.kernels.mixed import MixedGibbs
-from pyro_gwg.mcmc import MCMC
+from pyro_gwg.mcmc import MCMC, fit_many
 from pyro_gwg.sites import UnsupportedModelError
 
 globals().update({name: getattr(kernels, name) for name in REGISTRY})
@@ -31,6 +31,7 @@ __all__ = [
     "diagnostics",
     "enumeration",
     "exact_posterior",
+    "fit_many",
     "models",
     "proposals",
     "to_inference_data",

@@ -36,13 +36,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import multiprocessing
 import numbers
 import time
 import warnings
 from collections import OrderedDict
 from itertools import product
-from typing import Callable, Dict, List, Mapping, Optional, Union
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import pyro
 import torch
@@ -50,7 +51,7 @@ from pyro.infer.mcmc.api import AbstractMCMC
 from pyro.ops.stats import hpdi
 from tqdm.auto import tqdm
 
-from pyro_gwg import _trace
+from pyro_gwg import _trace, cluster
 from pyro_gwg._validation import check_bool, check_integer, is_integer
 from pyro_gwg.diagnostics import site_diagnostics
 from pyro_gwg.energy import DiscreteEnergy
@@ -60,11 +61,19 @@ __all__ = [
     "CONSTANT_WARNING_MIN_STEPS",
     "DECODE_ELEMENTS",
     "MCMC",
+    "RAY_CHAINS_PER_BLOCK",
     "STEPS_PER_CALL",
+    "fit_many",
     "smallest_int_dtype",
 ]
 
-_CHAIN_METHODS = ("vectorized", "sequential", "parallel")
+_CHAIN_METHODS = ("vectorized", "sequential", "parallel", "ray")
+#: chains per block of a ``chain_method="ray"`` run unless ``chains_per_block`` says
+#: otherwise: on a CPU worker a batch of 256 chains runs at about two thirds of the
+#: chain-steps per second of 1024 (``benchmarks/chain_throughput.py``), so blocks of
+#: this size lose little to splitting, and the default does not depend on the number
+#: of workers (which would change the draws)
+RAY_CHAINS_PER_BLOCK = 256
 #: transitions per call of the compiled transition function
 STEPS_PER_CALL = 8
 #: stored codes decoded (or checked, or summarised) at once: bounds the work buffers
@@ -116,15 +125,36 @@ class MCMC(AbstractMCMC):
         the end of the run. The ``log_likelihood`` group of
         :func:`~pyro_gwg.to_inference_data` needs every latent site, so it is left out
         (with a warning) when some are not saved.
-    :param str chain_method: ``"vectorized"`` (all chains as one batch), ``"sequential"``
-        (one chain after the other) or ``"parallel"`` (processes, through
-        :class:`pyro.infer.MCMC`). Keyword-only.
+    :param str chain_method: ``"vectorized"`` (all chains as one batch, or
+        ``chains_per_block`` at a time), ``"sequential"`` (one chain after the other),
+        ``"parallel"`` (processes, through :class:`pyro.infer.MCMC`) or ``"ray"``
+        (blocks of ``chains_per_block`` chains, each run as vectorised chains in a Ray
+        task, at most ``num_workers`` at once; see :mod:`pyro_gwg.cluster` and
+        :doc:`/distributed`). Keyword-only.
+    :param int chains_per_block: chains run together as one batch, each block with its
+        own seed (derived from one draw of torch's global generator, so
+        :func:`pyro.set_rng_seed` fixes them all). The draws depend on the blocks and
+        the seed only: a ``"ray"`` run gives the same draws with any ``num_workers``,
+        and the same as a ``"vectorized"`` run with the same ``chains_per_block``
+        (with ``jit_compile=False`` or ``True``; ``"auto"`` may move a block to
+        AOTInductor code at a step its cost model picks from measured times, and that
+        code draws its random numbers differently). Default: all chains for
+        ``"vectorized"``, ``min(num_chains,`` :data:`RAY_CHAINS_PER_BLOCK` ``)`` for
+        ``"ray"``; ``"sequential"`` is the same as ``chains_per_block=1``.
+        Keyword-only.
+    :param int num_workers: ``"ray"`` only: blocks in flight at once (default: the
+        CPUs of the Ray cluster). Keyword-only.
+    :param dict ray_remote_args: ``"ray"`` only: options of each block's
+        :func:`ray.remote` task (default ``{"num_cpus": 1, "max_retries": 3}``; a task
+        whose worker dies is re-run, with the same seed, up to ``max_retries`` times).
+        With ``"num_gpus"`` the blocks run on their worker's GPU unless ``device``
+        says otherwise. Keyword-only.
     :param int thinning: keep every ``thinning``-th draw (``num_samples // thinning``
         draws per chain are stored); at most ``num_samples``. Keyword-only.
     :param device: a ``torch.device``, a string such as ``"cuda:0"`` or a CUDA index;
         tensor arguments of the model (and ``initial_params``) are moved there before
-        the run, so that a model that builds its tensors from its data runs there.
-        Keyword-only.
+        the run, so that a model that builds its tensors from its data runs there
+        (with ``"ray"``: on each worker). Keyword-only.
 
     :ivar bool interrupted: the last :meth:`run` was stopped by ``KeyboardInterrupt``
         (Ctrl-C). It kept the draws and statistics taken until then
@@ -136,8 +166,9 @@ class MCMC(AbstractMCMC):
         before the first run).
     :ivar dict timing: wall-clock seconds of the last run: ``setup`` (tracing, initial
         states), ``warmup`` and ``sampling`` (compilation falls in the first step of
-        warmup, or of sampling without warmup), summed over chains run one after the
-        other; empty when the last run raised.
+        warmup, or of sampling without warmup), summed over the blocks of chains
+        (with ``"ray"`` summed over the workers' blocks, and ``wall``, the run's
+        wall-clock time); empty when the last run raised.
 
     Example::
 
@@ -168,6 +199,9 @@ class MCMC(AbstractMCMC):
         chain_method: str = "vectorized",
         thinning: int = 1,
         device: Union[None, str, int, torch.device] = None,
+        chains_per_block: Optional[int] = None,
+        num_workers: Optional[int] = None,
+        ray_remote_args: Optional[dict] = None,
     ) -> None:
         if is_integer(initial_params):
             raise TypeError(
@@ -200,6 +234,9 @@ class MCMC(AbstractMCMC):
                 "chain_method must be one of {}, got {!r}".format(_CHAIN_METHODS, chain_method)
             )
         self.chain_method = chain_method
+        self.chains_per_block = self._check_blocks(chains_per_block, num_workers, ray_remote_args)
+        self.num_workers = cluster.check_num_workers(num_workers)
+        self.ray_remote_args = dict(ray_remote_args or {})
         self.initial_params = _check_initial_params(initial_params, self.num_chains)
         self.device = _check_device(device)
         if hook_fn is not None and not callable(hook_fn):
@@ -225,6 +262,38 @@ class MCMC(AbstractMCMC):
         self._status: Optional[str] = None  # None (never run), running, done, interrupted, failed
         self._clear()
 
+    def _check_blocks(self, chains_per_block, num_workers, ray_remote_args) -> int:
+        """The block size, checked against the chain method."""
+        method = self.chain_method
+        if method != "ray":
+            for name, value in (("num_workers", num_workers), ("ray_remote_args", ray_remote_args)):
+                if value is not None:
+                    raise ValueError(
+                        "{} is for chain_method='ray' (got chain_method={!r}).".format(name, method)
+                    )
+        if ray_remote_args is not None and not isinstance(ray_remote_args, Mapping):
+            raise TypeError(
+                "ray_remote_args must be a dict of ray.remote options, got {!r}.".format(
+                    ray_remote_args
+                )
+            )
+        if chains_per_block is None:
+            defaults = {"sequential": 1, "ray": min(self.num_chains, RAY_CHAINS_PER_BLOCK)}
+            return defaults.get(method, self.num_chains)
+        if method in ("sequential", "parallel"):
+            raise ValueError(
+                "chains_per_block is for chain_method='vectorized' or 'ray' (got "
+                "chain_method={!r}; 'sequential' runs blocks of one chain).".format(method)
+            )
+        chains_per_block = check_integer("chains_per_block", chains_per_block, 1)
+        if chains_per_block > self.num_chains:
+            raise ValueError(
+                "chains_per_block={} is more than num_chains={}.".format(
+                    chains_per_block, self.num_chains
+                )
+            )
+        return chains_per_block
+
     def _clear(self) -> None:
         """Forget the results of the last run."""
         self._codes: Optional[torch.Tensor] = None  # [C, T, D] integer codes
@@ -246,10 +315,14 @@ class MCMC(AbstractMCMC):
         :raises UnsupportedModelError: for a model the kernel cannot sample (naming
             the site).
         """
+        self._run(args, kwargs)
+
+    def _run(self, args: tuple, kwargs: dict, seeds: Optional[List[int]] = None) -> None:
+        """:meth:`run`, with the blocks' seeds given (a Ray worker's block) or drawn."""
         self._clear()
         self._status = "running"
         initial_params = self.initial_params
-        if self.device is not None:
+        if self.device is not None and self.chain_method != "ray":  # "ray": on the workers
             args = tuple(_to(a, self.device) for a in args)
             kwargs = {k: _to(v, self.device) for k, v in kwargs.items()}
             if initial_params is not None:
@@ -260,15 +333,14 @@ class MCMC(AbstractMCMC):
             with _validation(self.disable_validation):
                 if self.chain_method == "parallel":
                     self._run_with_pyro(initial_params, args, kwargs)
-                elif self.chain_method == "vectorized":
-                    self._run_batch(slice(0, self.num_chains), initial_params, "", args, kwargs)
                 else:
-                    for c in range(self.num_chains):
-                        params = None
-                        if initial_params is not None:
-                            params = {k: v[c : c + 1] for k, v in initial_params.items()}
-                        label = "[{}] ".format(c)
-                        self._run_batch(slice(c, c + 1), params, label, args, kwargs)
+                    blocks = cluster.split(self.num_chains, self.chains_per_block)
+                    if seeds is None:
+                        seeds = cluster.block_seeds(cluster.draw_base_seed(), len(blocks))
+                    if self.chain_method == "ray":
+                        self._run_ray(blocks, seeds, initial_params, args, kwargs)
+                    else:
+                        self._run_blocks(blocks, seeds, initial_params, args, kwargs)
         except KeyboardInterrupt:
             self._keep_partial()
             raise
@@ -298,8 +370,10 @@ class MCMC(AbstractMCMC):
             warnings.warn(
                 "pyro_gwg.MCMC.run() was interrupted and kept no draws (it stopped during "
                 "warmup{}); call run() again.".format(
-                    ", or ran its chains in worker processes (chain_method='parallel')"
-                    if self.chain_method == "parallel"
+                    ", or ran its chains in worker processes (chain_method={!r})".format(
+                        self.chain_method
+                    )
+                    if self.chain_method in ("parallel", "ray")
                     else ""
                 ),
                 UserWarning,
@@ -316,6 +390,115 @@ class MCMC(AbstractMCMC):
             UserWarning,
             stacklevel=3,
         )
+
+    def _run_blocks(self, blocks: List[slice], seeds: List[int], initial_params, args, kwargs):
+        """Run the blocks of chains one after the other, each under its seed."""
+        for block, seed in zip(blocks, seeds):
+            params = None
+            if initial_params is not None:
+                params = {k: v[block] for k, v in initial_params.items()}
+            label = "[{}] ".format(block.start) if len(blocks) > 1 else ""
+            with cluster.seeded(seed):
+                self._run_batch(block, params, label, args, kwargs)
+
+    def _run_ray(self, blocks: List[slice], seeds: List[int], initial_params, args, kwargs):
+        """Run each block as vectorised chains in a Ray task; gather the codes and the
+        statistics in block order."""
+        energy = self._local_energy(args, kwargs)
+        if initial_params is not None:  # refused here rather than on a worker
+            energy.check_initial(energy.codes_from_values(initial_params, "Initial value"))
+        num_workers = self.num_workers
+        if num_workers is None:
+            ray = cluster.require_ray("pyro_gwg.MCMC(chain_method='ray')")
+            if not ray.is_initialized():
+                ray.init()
+            num_workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        if len(blocks) < num_workers:
+            warnings.warn(
+                "{} chains in blocks of chains_per_block={} make {} block(s) for {} "
+                "workers, so {} worker(s) stay idle; pass chains_per_block={} to use them "
+                "all.".format(
+                    self.num_chains,
+                    self.chains_per_block,
+                    len(blocks),
+                    num_workers,
+                    num_workers - len(blocks),
+                    math.ceil(self.num_chains / num_workers),
+                ),
+                UserWarning,
+                stacklevel=4,
+            )
+        clock = time.perf_counter()
+        results = cluster.run_tasks(
+            _run_ray_block,
+            [
+                self._block_task(block, seed, initial_params, args, kwargs)
+                for block, seed in zip(blocks, seeds)
+            ],
+            num_workers=num_workers,
+            feature="pyro_gwg.MCMC(chain_method='ray')",
+            remote_args=self.ray_remote_args,
+            progress_bar=not self.disable_progbar,
+            desc="MCMC blocks",
+        )
+        self.timing["wall"] = time.perf_counter() - clock
+        self._gather(energy, results)
+
+    def _block_task(self, block: slice, seed: int, initial_params, args, kwargs) -> _RayBlock:
+        """The Ray task of a block of chains: a vectorised run of those chains."""
+        device = self.device
+        if device is None and self.ray_remote_args.get("num_gpus", 0):
+            device = torch.device("cuda")
+        if initial_params is not None:
+            initial_params = {k: v[block] for k, v in initial_params.items()}
+        settings = dict(
+            num_samples=self.num_samples,
+            warmup_steps=self.warmup_steps,
+            initial_params=initial_params,
+            num_chains=block.stop - block.start,
+            hook_fn=self.hook_fn,
+            disable_progbar=True,
+            disable_validation=self.disable_validation,
+            save_params=self.save_params,
+            thinning=self.thinning,
+            device=device,
+        )
+        return _RayBlock(self.kernel, settings, seed, args, kwargs)
+
+    def _gather(self, energy: DiscreteEnergy, results: list) -> None:
+        """Take the blocks' codes, statistics and timing, in block order."""
+        for _, _, timing in results:
+            for phase, seconds in timing.items():
+                self.timing[phase] = self.timing.get(phase, 0.0) + seconds
+        self._energy = energy if self.save_params is None else _SavedSites(energy, self.save_params)
+        self._codes = torch.cat([codes for codes, _, _ in results])
+        self._stats = {k: torch.cat([stats[k] for _, stats, _ in results]) for k in results[0][1]}
+
+    def _receive(self, args: tuple, kwargs: dict, result) -> None:
+        """Take the results of a run made elsewhere (a Ray task of :func:`fit_many`)
+        as this object's results."""
+        self._clear()
+        self._args, self._kwargs = args, kwargs
+        self._gather(self._local_energy(args, kwargs), [result])
+        self.num_draws_kept = self._codes.shape[1]
+        self._status = "done"
+
+    def _local_energy(self, args, kwargs) -> DiscreteEnergy:
+        """The model's :class:`DiscreteEnergy` in this process, to check names and
+        initial values before chains run elsewhere and to decode their draws."""
+        kernel = self.kernel
+        if kernel.model is None:  # the kernel's own message
+            kernel.setup(self.warmup_steps, *args, **kwargs)
+        energy = DiscreteEnergy(
+            kernel.model,
+            args,
+            kwargs,
+            max_plate_nesting=kernel.max_plate_nesting,
+            init_strategy=kernel.init_strategy,
+        )
+        self._check_site_names(energy)
+        kernel._check_density(energy)
+        return energy
 
     @pyro.poutine.block
     def _run_batch(self, chains: slice, initial_params, label: str, args, kwargs) -> None:
@@ -414,16 +597,7 @@ class MCMC(AbstractMCMC):
 
     def _run_with_pyro(self, initial_params, args, kwargs) -> None:
         kernel = self.kernel
-        if kernel.model is None:  # the kernel's own message
-            kernel.setup(self.warmup_steps, *args, **kwargs)
-        energy = DiscreteEnergy(
-            kernel.model,
-            args,
-            kwargs,
-            max_plate_nesting=kernel.max_plate_nesting,
-            init_strategy=kernel.init_strategy,
-        )
-        self._check_site_names(energy)
+        energy = self._local_energy(args, kwargs)
         if initial_params is not None and self.num_chains == 1:
             initial_params = {k: v[0] for k, v in initial_params.items()}  # as Pyro wants
         mcmc = pyro.infer.MCMC(
@@ -635,6 +809,150 @@ class MCMC(AbstractMCMC):
             if long_run and bool(stuck.any()):
                 _warn_constant(site, stuck, num_chains, num_draws)
         return table
+
+
+@dataclasses.dataclass
+class _RayBlock:
+    """What a Ray task needs to run one block of chains."""
+
+    kernel: DiscreteKernel
+    settings: dict  # arguments of the block's MCMC
+    seed: int
+    args: tuple
+    kwargs: dict
+
+
+def fit_many(
+    model: Callable,
+    kernel: Callable,
+    datasets: Sequence,
+    num_samples: int,
+    warmup_steps: Optional[int] = None,
+    *,
+    num_chains: int = 1,
+    seed: int = 0,
+    num_workers: Optional[int] = None,
+    ray_remote_args: Optional[dict] = None,
+    progress_bar: bool = True,
+    **mcmc_kwargs,
+) -> List[MCMC]:
+    """Fit ``model`` to each of many data sets: one :class:`MCMC` run per data set, in
+    this process or as Ray tasks.
+
+    Data set ``i`` is run as ``MCMC(kernel(model), num_samples, warmup_steps,
+    num_chains=num_chains, **mcmc_kwargs)`` under its own seed (derived from ``seed``
+    and ``i`` by :func:`pyro_gwg.cluster.block_seeds`), so the draws are the same
+    whether the runs are local or distributed, and whatever the number of workers
+    (with ``jit_compile=False`` or ``True``; see ``chains_per_block`` of
+    :class:`MCMC`). Each returned object has the run's results: ``get_samples``,
+    ``summary``, ``diagnostics`` and :func:`~pyro_gwg.to_inference_data` work on it.
+
+    Example (one variable selection per gene)::
+
+        fits = fit_many(model, GWG, [(X, y_gene) for y_gene in Y.T], 1000, 500,
+                        num_chains=4, num_workers=8)
+        inclusion = torch.stack([f.get_samples()["gamma"].float().mean(0) for f in fits])
+
+    :param callable model: a Pyro model.
+    :param callable kernel: ``kernel(model) -> DiscreteKernel``, e.g. the class
+        :class:`~pyro_gwg.GWG` or ``lambda m: GWG(m, num_flips="auto")``.
+    :param datasets: one entry per fit: a tuple (or list) of the model's positional
+        arguments, a dict of its keyword arguments, or a pair ``(args tuple, kwargs
+        dict)``.
+    :param int num_samples: draws per chain after warmup.
+    :param int warmup_steps: warmup steps per chain (default ``num_samples``).
+    :param int num_chains: chains per fit.
+    :param int seed: the seed all the fits' seeds derive from.
+    :param int num_workers: ``None``: the fits run one after the other here; an
+        integer: as Ray tasks, at most ``num_workers`` at once.
+    :param dict ray_remote_args: options of each fit's :func:`ray.remote` task.
+    :param bool progress_bar: a progress bar over the fits.
+    :param mcmc_kwargs: further arguments of :class:`MCMC` (``thinning``,
+        ``save_params``, ``initial_params``, ``device``, ...).
+    :rtype: list
+    """
+    if isinstance(datasets, (str, bytes)) or not isinstance(datasets, Sequence):
+        raise TypeError(
+            "datasets must be a sequence (e.g. a list) with one entry per fit, got {}.".format(
+                type(datasets).__name__
+            )
+        )
+    if not datasets:
+        raise ValueError("datasets is empty: give at least one data set to fit.")
+    if not callable(kernel) or isinstance(kernel, DiscreteKernel):
+        raise TypeError(
+            "kernel must build a kernel from a model, e.g. GWG (the class) or "
+            "lambda m: GWG(m, num_flips='auto'); got {!r}.".format(kernel)
+        )
+    num_workers = cluster.check_num_workers(num_workers)
+    data = [_model_arguments(i, entry) for i, entry in enumerate(datasets)]
+    fits = [
+        MCMC(
+            kernel(model),
+            num_samples,
+            warmup_steps,
+            num_chains=num_chains,
+            disable_progbar=True,
+            **mcmc_kwargs,
+        )
+        for _ in data
+    ]
+    seeds = cluster.block_seeds(seed, len(data))
+    if num_workers is None:
+        if ray_remote_args is not None:
+            raise ValueError("ray_remote_args is for Ray runs: give num_workers too.")
+        from tqdm.auto import tqdm
+
+        for fit, (args, kwargs), s in tqdm(
+            list(zip(fits, data, seeds)), desc="fits", unit="fit", disable=not progress_bar
+        ):
+            fit._run(args, kwargs, seeds=[s])
+        return fits
+    whole = slice(0, num_chains)
+    results = cluster.run_tasks(
+        _run_ray_block,
+        [
+            fit._block_task(whole, s, fit.initial_params, args, kwargs)
+            for fit, (args, kwargs), s in zip(fits, data, seeds)
+        ],
+        num_workers=num_workers,
+        feature="fit_many(num_workers=...)",
+        remote_args=ray_remote_args,
+        progress_bar=progress_bar,
+        desc="fits",
+    )
+    for fit, (args, kwargs), result in zip(fits, data, results):
+        fit._receive(args, kwargs, result)
+    return fits
+
+
+def _model_arguments(index: int, entry) -> Tuple[tuple, dict]:
+    """``(args, kwargs)`` of one entry of ``fit_many``'s ``datasets``."""
+    if isinstance(entry, Mapping):
+        return (), dict(entry)
+    if (
+        isinstance(entry, tuple)
+        and len(entry) == 2
+        and isinstance(entry[0], tuple)
+        and isinstance(entry[1], Mapping)
+    ):
+        return entry[0], dict(entry[1])
+    if isinstance(entry, (tuple, list)):
+        return tuple(entry), {}
+    raise TypeError(
+        "datasets[{}] must be a tuple of the model's positional arguments, a dict of its "
+        "keyword arguments or a pair (args, kwargs); got {}. For a model of one "
+        "argument write (value,).".format(index, type(entry).__name__)
+    )
+
+
+def _run_ray_block(block: _RayBlock):
+    """A Ray task: one block of chains as a vectorised run under the block's seed; its
+    codes and statistics (on the CPU) and its timing."""
+    mcmc = MCMC(block.kernel, **block.settings)
+    mcmc._run(block.args, block.kwargs, seeds=[block.seed])
+    stats = {k: v.cpu() for k, v in mcmc._stats.items()}
+    return mcmc._codes.cpu(), stats, mcmc.timing
 
 
 def _columns(values: torch.Tensor, summary: bool, prob: float) -> Dict[str, torch.Tensor]:

@@ -27,6 +27,7 @@ effective sample.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 from typing import Callable, Dict, Mapping, Optional, Sequence, Tuple
@@ -35,6 +36,8 @@ import pyro
 import torch
 from pyro import poutine
 from pyro.poutine.util import site_is_subsample
+
+from pyro_gwg import cluster
 
 __all__ = ["SBCResult", "rank_statistics", "sbc", "uniformity_test"]
 
@@ -202,6 +205,8 @@ def sbc(
     statistics: Optional[Mapping[str, Callable]] = None,
     seed: int = 0,
     progress_bar: bool = True,
+    num_workers: Optional[int] = None,
+    ray_remote_args: Optional[dict] = None,
     **kwargs,
 ) -> SBCResult:
     r"""Simulation-based calibration of ``kernel`` on ``model`` (see the module's
@@ -248,6 +253,12 @@ def sbc(
         ``{"year": lambda v: v["tau"].argmax(-1)}``; ranked beside ``sites``.
     :param int seed: seed of the first simulation.
     :param bool progress_bar: show a progress bar over simulations.
+    :param int num_workers: ``None`` (default): the simulations run one after the
+        other in this process; an integer: they run as Ray tasks, at most
+        ``num_workers`` at once (see :mod:`pyro_gwg.cluster`). Each simulation is
+        seeded by its own seed, so the ranks are the same either way.
+    :param dict ray_remote_args: options of each simulation's :func:`ray.remote` task
+        (default ``{"num_cpus": 1, "max_retries": 3}``).
     :param kwargs: the model's keyword arguments.
     :rtype: SBCResult
     :raises ValueError: for an ``observed`` name that is no sample site of the model,
@@ -255,8 +266,8 @@ def sbc(
         named like a site or gives a shape without the draws' leading dimension.
     """
     from pyro_gwg.kernels.base import StuckChainWarning
-    from pyro_gwg.mcmc import MCMC
 
+    num_workers = cluster.check_num_workers(num_workers)
     for name, value, low in (
         ("num_simulations", num_simulations, 2),
         ("num_draws", num_draws, 1),
@@ -276,43 +287,42 @@ def sbc(
             or [2]
         )
     per_chain = math.ceil(num_draws / num_chains)
-    ranks: Dict[str, list] = {}
-    stuck = 0  # simulations whose run warned that a chain or a coordinate never moved
-    iterator = range(num_simulations)
-    if progress_bar:
-        from tqdm.auto import tqdm
-
-        iterator = tqdm(iterator, desc="SBC", unit="simulation")
-    for i in iterator:
-        pyro.set_rng_seed(seed + i)
-        with poutine.block():
-            prior = poutine.trace(poutine.uncondition(model)).get_trace(*args, **kwargs)
-        if i == 0:
-            observed = _observed_sites(prior, observed, sites)
-        truth = _latent_sites(prior, observed)
-        if i == 0:
-            _check_statistics(statistics, truth)
-            chosen = list(sites) if sites is not None else [] if statistics else list(truth)
-        data = {name: prior.nodes[name]["value"].detach() for name in observed}
-        mcmc = MCMC(
-            kernel(poutine.condition(model, data=data)),
+    # the first simulation's prior draw checks the names before any run
+    pyro.set_rng_seed(seed)
+    with poutine.block():
+        prior = poutine.trace(poutine.uncondition(model)).get_trace(*args, **kwargs)
+    observed = _observed_sites(prior, observed, sites)
+    truth = _latent_sites(prior, observed)
+    _check_statistics(statistics, truth)
+    chosen = list(sites) if sites is not None else [] if statistics else list(truth)
+    plan = _Simulation(
+        model=model,
+        kernel=kernel,
+        args=args,
+        kwargs=kwargs,
+        observed=observed,
+        chosen=chosen,
+        statistics=statistics,
+        mcmc=dict(
             num_samples=per_chain * thinning,
             warmup_steps=warmup_steps,
             num_chains=num_chains,
             thinning=thinning,
             disable_progbar=True,
-        )
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            mcmc.run(*args, **kwargs)
-        stuck += _reissue(caught, StuckChainWarning)
-        samples = mcmc.get_samples()
-        pooled = samples[next(iter(truth))].shape[0]
-        keep = torch.linspace(0, pooled - 1, num_draws).round().long()
-        draws = {name: samples[name][keep].to(truth[name].dtype) for name in truth}
-        generator = torch.Generator().manual_seed(seed + i)
-        for name, (true_value, drawn) in _ranked(chosen, statistics, truth, draws).items():
-            ranks.setdefault(name, []).append(rank_statistics(true_value, drawn, generator))
+        ),
+        num_draws=num_draws,
+    )
+    results = cluster.map_tasks(
+        _simulate,
+        [(plan, seed + i) for i in range(num_simulations)],
+        num_workers=num_workers,
+        feature="sbc(num_workers=...)",
+        remote_args=ray_remote_args,
+        progress_bar=progress_bar,
+        desc="SBC",
+    )
+    ranks = {name: torch.stack([r[name] for r, _ in results]) for name in results[0][0]}
+    stuck = sum(held for _, held in results)
     if stuck:
         warnings.warn(
             "In {} of {} simulations a chain or a coordinate never moved after warmup "
@@ -324,7 +334,52 @@ def sbc(
             StuckChainWarning,
             stacklevel=2,
         )
-    return SBCResult({k: torch.stack(v) for k, v in ranks.items()}, num_draws, num_bins)
+    return SBCResult(ranks, num_draws, num_bins)
+
+
+@dataclasses.dataclass
+class _Simulation:
+    """What one simulation of :func:`sbc` needs (it travels to a Ray worker)."""
+
+    model: Callable
+    kernel: Callable
+    args: tuple
+    kwargs: dict
+    observed: list
+    chosen: list
+    statistics: Optional[Mapping[str, Callable]]
+    mcmc: dict  # arguments of the posterior run's MCMC
+    num_draws: int
+
+
+def _simulate(task: Tuple[_Simulation, int]) -> Tuple[Dict[str, torch.Tensor], bool]:
+    """One simulation, seeded by its seed: the ranks ``{name: [...]}`` and whether a
+    StuckChainWarning was held back."""
+    from pyro_gwg.kernels.base import StuckChainWarning
+    from pyro_gwg.mcmc import MCMC
+
+    plan, seed = task
+    model, args, kwargs = plan.model, plan.args, plan.kwargs
+    pyro.set_rng_seed(seed)
+    with poutine.block():
+        prior = poutine.trace(poutine.uncondition(model)).get_trace(*args, **kwargs)
+    truth = _latent_sites(prior, plan.observed)
+    data = {name: prior.nodes[name]["value"].detach() for name in plan.observed}
+    mcmc = MCMC(plan.kernel(poutine.condition(model, data=data)), **plan.mcmc)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        mcmc.run(*args, **kwargs)
+    stuck = _reissue(caught, StuckChainWarning)
+    samples = mcmc.get_samples()
+    pooled = samples[next(iter(truth))].shape[0]
+    keep = torch.linspace(0, pooled - 1, plan.num_draws).round().long()
+    draws = {name: samples[name][keep].to(truth[name].dtype) for name in truth}
+    generator = torch.Generator().manual_seed(seed)
+    ranks = {
+        name: rank_statistics(true_value, drawn, generator)
+        for name, (true_value, drawn) in _ranked(plan.chosen, plan.statistics, truth, draws).items()
+    }
+    return ranks, stuck
 
 
 #: where warnings re-issued by :func:`_reissue` are registered, so that the default

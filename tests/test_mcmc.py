@@ -219,7 +219,14 @@ def test_the_runner_is_a_pyro_abstract_mcmc_with_pyros_signature():
     assert [p.name for p in positional] == list(pyros)
     assert all(p.default == pyros[p.name].default for p in positional)
     keyword_only = [name for name, p in ours.items() if p.kind is p.KEYWORD_ONLY]
-    assert keyword_only == ["chain_method", "thinning", "device"]
+    assert keyword_only == [
+        "chain_method",
+        "thinning",
+        "device",
+        "chains_per_block",
+        "num_workers",
+        "ray_remote_args",
+    ]
 
 
 def test_the_old_positional_order_is_refused_and_pyros_order_works():
