@@ -32,6 +32,8 @@ from typing import Dict, NamedTuple, Optional, Union
 
 import torch
 
+from pyro_gwg import cluster
+from pyro_gwg._validation import check_integer
 from pyro_gwg.contrib.estimators.driver import (
     EstimatorEnergy,
     bind_kernel,
@@ -43,6 +45,7 @@ from pyro_gwg.contrib.estimators.weights import effective_sample_size, log_mean_
 from pyro_gwg.energy import DiscreteEnergy
 from pyro_gwg.enumeration import StateIndex
 from pyro_gwg.kernels.base import DiscreteKernel
+from pyro_gwg.mcmc import RAY_CHAINS_PER_BLOCK
 from pyro_gwg.proposals.layout import CoordinateLayout
 from pyro_gwg.sites import UnsupportedModelError
 
@@ -367,6 +370,9 @@ def ais(
     model_args: tuple = (),
     model_kwargs: Optional[dict] = None,
     max_plate_nesting: Optional[int] = None,
+    num_workers: Optional[int] = None,
+    particles_per_block: Optional[int] = None,
+    ray_remote_args: Optional[dict] = None,
 ) -> AISResult:
     r"""Annealed importance sampling estimate of the log normaliser of ``model``.
 
@@ -391,6 +397,18 @@ def ais(
     :param tuple model_args: the model's positional arguments.
     :param dict model_kwargs: the model's keyword arguments.
     :param int max_plate_nesting: bound on nested plates; guessed when ``None``.
+    :param int num_workers: ``None`` (default): the particles run here; an integer:
+        blocks of particles run as Ray tasks, at most ``num_workers`` at once (see
+        :mod:`pyro_gwg.cluster`). AIS particles are independent, so the blocks' log
+        weights are simply concatenated: the estimate
+        :math:`\log \frac1P \sum_p w_p` is the log-sum-exp over every block's
+        weights, the same estimator as one run with all ``P`` particles.
+    :param int particles_per_block: particles per block, each block with its own
+        seed (from one draw of torch's global generator), so the result depends on
+        the blocks and the seed, not on ``num_workers`` (default
+        ``min(P, 256)`` with ``num_workers``; with ``num_workers=None`` a value runs
+        the same blocks one after the other here).
+    :param dict ray_remote_args: options of each block's :func:`ray.remote` task.
     :rtype: AISResult
 
     Example::
@@ -415,6 +433,34 @@ def ais(
     if int(num_moves) != num_moves or num_moves < 0:
         raise ValueError("num_moves must be a non-negative integer, got {}".format(num_moves))
     betas = annealing_schedule(schedule, num_steps)
+    num_workers = cluster.check_num_workers(num_workers)
+    if num_workers is not None or particles_per_block is not None:
+        settings = dict(
+            model=model,
+            kernel=kernel,
+            num_steps=num_steps,
+            schedule=schedule,
+            base=base,
+            num_moves=num_moves,
+            model_args=model_args,
+            model_kwargs=model_kwargs,
+            max_plate_nesting=max_plate_nesting,
+        )
+        if particles_per_block is None:
+            particles_per_block = min(num_particles, RAY_CHAINS_PER_BLOCK)
+        particles_per_block = check_integer("particles_per_block", particles_per_block, 2)
+        blocks = cluster.split(int(num_particles), particles_per_block, minimum=2)
+        seeds = cluster.block_seeds(cluster.draw_base_seed(), len(blocks))
+        results = cluster.map_tasks(
+            _ais_block,
+            [(dict(settings, num_particles=b.stop - b.start), s) for b, s in zip(blocks, seeds)],
+            num_workers=num_workers,
+            feature="ais(num_workers=...)",
+            remote_args=ray_remote_args,
+            progress_bar=False,
+            desc="AIS blocks",
+        )
+        return _combine(results)
     energy = DiscreteEnergy(model, model_args, model_kwargs, max_plate_nesting=max_plate_nesting)
     base = _make_base(energy, base)
     annealed = EstimatorEnergy(energy, base, beta=0.0)
@@ -444,6 +490,30 @@ def ais(
         betas=betas,
         evaluations=annealed.evaluations,
         gradient_evaluations=annealed.gradient_evaluations,
+    )
+
+
+def _ais_block(task) -> AISResult:
+    """One block of AIS particles under its seed (a Ray task)."""
+    settings, seed = task
+    with cluster.seeded(seed):
+        return ais(**settings)
+
+
+def _combine(blocks) -> AISResult:
+    """One :class:`AISResult` from independent blocks of particles: their log weights
+    concatenated, and the estimate, its error and the ESS of all of them."""
+    log_weights = torch.cat([b.log_weights for b in blocks])
+    return AISResult(
+        log_z=log_mean_exp(log_weights),
+        log_z_se=log_mean_exp_se(log_weights),
+        log_weights=log_weights,
+        ess=effective_sample_size(log_weights),
+        codes=torch.cat([b.codes for b in blocks]),
+        samples={k: torch.cat([b.samples[k] for b in blocks]) for k in blocks[0].samples},
+        betas=blocks[0].betas,
+        evaluations=sum(b.evaluations for b in blocks),
+        gradient_evaluations=sum(b.gradient_evaluations for b in blocks),
     )
 
 

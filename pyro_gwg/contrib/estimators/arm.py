@@ -53,6 +53,7 @@ from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import torch
 
+from pyro_gwg import cluster
 from pyro_gwg.contrib.estimators.driver import (
     EstimatorEnergy,
     bind_kernel,
@@ -310,6 +311,8 @@ def arm(
     reseed_steps: int = 200,
     min_reseed: int = 100,
     max_plate_nesting: Optional[int] = None,
+    num_workers: Optional[int] = None,
+    ray_remote_args: Optional[dict] = None,
 ) -> ARMResult:
     r"""Adaptive resample-move estimate of the log normaliser of the last stage.
 
@@ -339,6 +342,16 @@ def arm(
         :math:`p_n`.
     :param int min_reseed: :math:`S_{\min}`, fewest new particles per reseed.
     :param int max_plate_nesting: bound on nested plates; guessed when ``None``.
+    :param int num_workers: ``None`` (default): the runs advance together here; an
+        integer: each run is a Ray task, at most ``num_workers`` at once, seeded by its
+        own seed (from one draw of torch's global generator), so the result does not
+        depend on ``num_workers``. Resampling stays exact because it never crosses a
+        run: each run resamples only its own particles, so every run's
+        :math:`\hat Z` is an ordinary resample-move estimate, unbiased for
+        :math:`Z`, and the runs' estimates are combined, as here, by the log of their
+        mean. (A resampling step across workers would need every particle's weight at
+        every stage; runs need nothing from each other.)
+    :param dict ray_remote_args: options of each run's :func:`ray.remote` task.
     :rtype: ARMResult
 
     Example::
@@ -353,6 +366,33 @@ def arm(
     _check_arguments(kernel, stages, num_particles, num_moves, gamma_thr, i_max, num_runs)
     if not 0 <= resample_threshold <= 1:
         raise ValueError("resample_threshold must lie in [0, 1], got {}".format(resample_threshold))
+    num_workers = cluster.check_num_workers(num_workers)
+    if num_workers is not None:
+        settings = dict(
+            stages=stages,
+            kernel=kernel,
+            num_particles=num_particles,
+            num_moves=num_moves,
+            gamma_thr=gamma_thr,
+            i_max=i_max,
+            resample_threshold=resample_threshold,
+            num_runs=1,
+            reseed=reseed,
+            reseed_steps=reseed_steps,
+            min_reseed=min_reseed,
+            max_plate_nesting=max_plate_nesting,
+        )
+        seeds = cluster.block_seeds(cluster.draw_base_seed(), num_runs)
+        runs = cluster.run_tasks(
+            _arm_run,
+            [(settings, seed) for seed in seeds],
+            num_workers=num_workers,
+            feature="arm(num_workers=...)",
+            remote_args=ray_remote_args,
+            progress_bar=False,
+            desc="ARM runs",
+        )
+        return _combine_runs(runs)
     settings = _Settings(
         num_particles, gamma_thr, i_max, resample_threshold, reseed, reseed_steps, min_reseed
     )
@@ -405,6 +445,33 @@ def arm(
         evaluations=sum(c.evaluations for c in counters),
         gradient_evaluations=sum(c.gradient_evaluations for c in counters),
         coordinate_evaluations=sum(c.coordinate_evaluations for c in counters),
+    )
+
+
+def _arm_run(task) -> ARMResult:
+    """One ARM run under its seed (a Ray task)."""
+    settings, seed = task
+    with cluster.seeded(seed):
+        return arm(**settings)
+
+
+def _combine_runs(runs: List[ARMResult]) -> ARMResult:
+    """One :class:`ARMResult` from independent runs: the log of the mean of their
+    estimates, its error over the runs, the per-stage records side by side."""
+    log_z = torch.cat([r.log_z_runs for r in runs])
+    return ARMResult(
+        log_z=log_mean_exp(log_z),
+        log_z_se=log_mean_exp_se(log_z) if len(runs) > 1 else torch.tensor(float("nan")),
+        log_z_runs=log_z,
+        codes=runs[0].codes,
+        log_weights=runs[0].log_weights,
+        stages=[
+            ARMStageInfo(*(torch.cat(fields) for fields in zip(*per_run)))
+            for per_run in zip(*(r.stages for r in runs))
+        ],
+        evaluations=sum(r.evaluations for r in runs),
+        gradient_evaluations=sum(r.gradient_evaluations for r in runs),
+        coordinate_evaluations=sum(r.coordinate_evaluations for r in runs),
     )
 
 
