@@ -52,6 +52,7 @@ ORDER = (
     "peers",
     "profile_default_path",
     "memory",
+    "ray_scaling",
 )
 
 
@@ -664,10 +665,80 @@ def render_fhmm_sampling_rst() -> str:
     return "\n".join(lines)
 
 
+def render_ray_scaling_rst() -> str:
+    d = _load("ray_scaling")
+    settings = d["settings"]
+    over = d["overheads"][0]
+    lines = _rst_header("ray_scaling") + [
+        f"Measured with ``{d['command']}`` ({machine_line(d)}): "
+        f"{settings['chains']} chains of ``GWG(lattice_ising)`` (10 x 10, default "
+        f"arguments) in blocks of {settings['chains_per_block']}, "
+        f"{settings['warmup']} + {settings['samples']} steps, median of "
+        f"{settings['rounds']} interleaved rounds; wall-clock time of ``run()``, "
+        "setup and compilation included.",
+        "",
+    ]
+    rows = [["Variant", "Chain-steps/s", "vs. the blocks in one process", "Setup per block"]]
+    for row in d["chains"]:
+        rows.append(
+            [
+                row["variant"],
+                _thousands(row["chain_steps_per_s"]),
+                f"{row['speedup_vs_blocks_in_one_process']:.2f}x",
+                f"{row['setup_s_per_block']:.2g} s",
+            ]
+        )
+    lines += _list_table([40, 20, 25, 15], rows) + [""]
+    rows = [["SBC (12-bit regression)", "Simulations per minute"]]
+    rows += [[r["variant"], f"{r['simulations_per_min']:.0f}"] for r in d["sbc"]]
+    lines += _list_table([40, 30], rows) + [""]
+    lines += [
+        f"Overheads: starting the local cluster {over['ray_init_s']:.1f} s; the first "
+        f"tasks on fresh workers {over['cold_first_tasks_s']:.1f} s; a task's round trip "
+        f"on a warm worker {over['task_round_trip_s'] * 1e3:.0f} ms; the gather "
+        f"{over['gather_bytes_per_s'] / 1e9:.1f} GB/s through the local object store.",
+        "",
+    ]
+    rows = [
+        [
+            "Scaling",
+            "Workers",
+            "Chains",
+            "Predicted wall time",
+            "Predicted chain-steps/s",
+            "Compile",
+            "Tasks",
+            "Gather",
+        ]
+    ]
+    for r in d["scaling_model"]:
+        rows.append(
+            [
+                r["scaling"],
+                str(r["workers"]),
+                str(r["chains"]),
+                f"{r['predicted_wall_s']:.1f} s",
+                _thousands(r["predicted_chain_steps_per_s"]),
+                f"{r['compile_share']:.0%}",
+                f"{r['task_share']:.0%}",
+                f"{r['gather_share']:.0%}",
+            ]
+        )
+    lines += [
+        "Predicted by the model below from the 1-worker row's setup, sampling time and "
+        "stored bytes per block, the task round trip, and a 1 GB/s gather between "
+        "machines; the last three columns are the shares of the wall time.",
+        "",
+    ]
+    lines += _list_table([10, 10, 10, 15, 20, 10, 10, 10], rows) + [""]
+    return "\n".join(lines)
+
+
 #: The generated rst files and their renderers.
 RST_RENDERERS: dict[str, Callable[[], str]] = {
     "step_cost": render_step_cost_rst,
     "chain_throughput": render_chain_throughput_rst,
+    "ray_scaling": render_ray_scaling_rst,
     "ncg_targets": render_ncg_targets_rst,
     "ising_sampling": render_ising_sampling_rst,
     "rbm_sampling": render_rbm_sampling_rst,
