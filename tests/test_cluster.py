@@ -209,6 +209,49 @@ def test_ray_draws_do_not_depend_on_the_number_of_workers(ray_cluster):
     assert "log_likelihood" not in idata or True  # lattice_ising observes nothing
 
 
+def test_ray_blocks_take_their_initial_values_and_saved_sites(ray_cluster):
+    def model():
+        pyro.sample("a", dist.Bernoulli(0.5 * torch.ones(2)).to_event(1))
+        pyro.sample("b", dist.Categorical(torch.ones(3)))
+
+    start = {
+        "a": torch.tensor([[1.0, 1.0], [0.0, 0.0], [1.0, 0.0], [0.0, 1.0]]),
+        "b": torch.tensor([0, 1, 2, 0]),
+    }
+    runs = []
+    for method, extra in (("vectorized", {}), ("ray", {"num_workers": 2})):
+        pyro.set_rng_seed(1)
+        mcmc = MCMC(
+            eager_gwg(model),
+            5,
+            0,
+            start,
+            num_chains=4,
+            chain_method=method,
+            chains_per_block=2,
+            save_params=["b"],
+            disable_progbar=True,
+            **extra,
+        )
+        mcmc.run()
+        runs.append(mcmc.get_samples(group_by_chain=True))
+    assert list(runs[1]) == ["b"] and torch.equal(runs[0]["b"], runs[1]["b"])
+    bad = dict(start, b=torch.tensor([0, 1, 5, 0]))
+    mcmc = MCMC(
+        eager_gwg(model),
+        5,
+        0,
+        bad,
+        num_chains=4,
+        chain_method="ray",
+        chains_per_block=2,
+        num_workers=2,
+        disable_progbar=True,
+    )
+    with pytest.raises(ValueError, match="site 'b'.*outside the site's support"):  # before any task
+        mcmc.run()
+
+
 def test_ray_runs_traced_blocks_too(ray_cluster):
     def traced(method, **kwargs):
         pyro.set_rng_seed(5)
