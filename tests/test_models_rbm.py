@@ -14,6 +14,12 @@ from pyro_gwg import GWG, DiscreteEnergy, Gibbs, exact_posterior
 from pyro_gwg.models import (
     RBMParams,
     block_gibbs,
+    categorical_rbm,
+    cut_value,
+    erdos_renyi_couplings,
+    ising,
+    maxcut_couplings,
+    random_categorical_rbm,
     random_rbm,
     rbm,
     rbm_log_density,
@@ -103,3 +109,25 @@ def test_random_rbm_is_seeded_and_shaped():
     assert all(torch.equal(x, y) for x, y in zip(a, b))
     with pytest.raises(ValueError, match="annealed importance"):
         rbm_log_partition(random_rbm(40, 30))
+
+
+def test_categorical_rbm_is_the_marginal_of_its_hidden_units():
+    weights, visible_bias, hidden_bias = random_categorical_rbm(3, 3, 2, weight_scale=1.0, seed=1)
+    posterior = exact_posterior(categorical_rbm, weights, visible_bias, hidden_bias)
+    v = posterior.energy.values_from_codes(posterior.states())["v"].float()  # all states
+    # log p(v) up to a constant by summing the two hidden units explicitly
+    hidden = torch.tensor([[0.0, 0.0], [0.0, 1.0], [1.0, 0.0], [1.0, 1.0]])
+    energy = torch.einsum("sik,jik->sj", v, weights) + hidden_bias
+    joint = (hidden @ energy.T).T + (v * visible_bias).sum((-2, -1)).unsqueeze(-1)
+    log_p = joint.logsumexp(-1).double()
+    assert torch.allclose(posterior.log_probs, log_p - log_p.logsumexp(0), atol=1e-5)
+
+
+def test_maxcut_density_is_the_boltzmann_distribution_of_the_cut():
+    weights = erdos_renyi_couplings(6, 3.0, seed=2).abs()
+    posterior = exact_posterior(ising, maxcut_couplings(weights, temperature=0.5))
+    cut = cut_value(posterior.energy.values_from_codes(posterior.states())["x"], weights)
+    log_p = (cut / 0.5).double()
+    assert torch.allclose(posterior.log_probs, log_p - log_p.logsumexp(0), atol=1e-5)
+    with pytest.raises(ValueError, match="temperature must be positive"):
+        maxcut_couplings(weights, 0.0)

@@ -26,12 +26,14 @@ import pyro.distributions as dist
 import torch
 
 __all__ = [
+    "cut_value",
     "erdos_renyi_couplings",
     "ising",
     "ising_denoising",
     "lattice_bonds",
     "lattice_couplings",
     "lattice_ising",
+    "maxcut_couplings",
     "noisy_image",
 ]
 
@@ -175,6 +177,32 @@ def lattice_couplings(size: int, theta: float = 1.0, periodic: bool = True) -> t
         couplings.index_put_((i, j), torch.tensor(theta), accumulate=True)
         couplings.index_put_((j, i), torch.tensor(theta), accumulate=True)
     return couplings
+
+
+def maxcut_couplings(weights: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+    r"""Couplings of :func:`ising` whose density is the Boltzmann distribution of the
+    weighted max-cut problem on the graph ``weights`` (the combinatorial target of the
+    DISCS benchmark, Goshvadi et al. 2023 [Goshvadi2023]_).
+
+    With spins :math:`s = 2x - 1`, the cut of :math:`x` is
+    :math:`\mathrm{cut}(x) = \sum_{i<j} w_{ij} (1 - s_i s_j) / 2`, and
+    :math:`p(x) \propto e^{\mathrm{cut}(x) / T}` is :func:`ising` with
+    :math:`J = -W / (4T)` (its :math:`s^\top J s` counts every pair twice).
+
+    :param torch.Tensor weights: ``[D, D]`` symmetric edge weights, zero diagonal.
+    :param float temperature: :math:`T > 0`.
+    :returns: ``[D, D]`` couplings.
+    """
+    if not temperature > 0:
+        raise ValueError("temperature must be positive, got {}".format(temperature))
+    return -weights / (4 * temperature)
+
+
+def cut_value(x: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    r"""The cut :math:`\sum_{i<j} w_{ij} [x_i \ne x_j]` of 0/1 states ``x [..., D]``."""
+    x = x.to(weights.dtype)
+    differ = x.unsqueeze(-1) + x.unsqueeze(-2) - 2 * x.unsqueeze(-1) * x.unsqueeze(-2)
+    return (differ * weights).sum((-2, -1)) / 2
 
 
 def erdos_renyi_couplings(

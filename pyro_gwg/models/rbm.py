@@ -32,6 +32,8 @@ __all__ = [
     "RBMParams",
     "block_gibbs",
     "block_gibbs_step",
+    "categorical_rbm",
+    "random_categorical_rbm",
     "random_rbm",
     "rbm",
     "rbm_log_density",
@@ -216,6 +218,66 @@ def random_rbm(
     return RBMParams(
         torch.randn(num_hidden, num_visible, generator=generator) * weight_scale,
         torch.randn(num_visible, generator=generator) * bias_scale,
+        torch.randn(num_hidden, generator=generator) * bias_scale,
+    )
+
+
+def categorical_rbm(
+    weights: torch.Tensor, visible_bias: torch.Tensor, hidden_bias: torch.Tensor
+) -> torch.Tensor:
+    r"""An RBM with categorical visible units, as a Pyro model of its visible units
+    (one-hot, site ``"v"``), the binary hidden units summed out.
+
+    With weights ``W [H, V, K]``, visible bias ``b [V, K]`` and hidden bias ``c [H]``,
+    :math:`\log p(v, h) = \sum_j h_j (\sum_{i,k} W_{jik} v_{ik} + c_j) + \sum_{i,k}
+    b_{ik} v_{ik} - \log Z` for one-hot :math:`v_i`; summing out :math:`h` as for
+    :func:`rbm`,
+
+    .. math:: f(v) = \sum_i \log \mathrm{Categorical}(v_i; \mathrm{softmax}(b_i))
+              + \sum_j \mathrm{softplus}\Big(\sum_{i,k} W_{jik} v_{ik} + c_j\Big),
+
+    the categorical RBM of the DISCS benchmark (Goshvadi et al. 2023
+    [Goshvadi2023]_), normalised up to :math:`\sum_i \mathrm{logsumexp}_k b_{ik}`.
+
+    :param torch.Tensor weights: ``[H, V, K]``.
+    :param torch.Tensor visible_bias: ``[V, K]``.
+    :param torch.Tensor hidden_bias: ``[H]``.
+    :returns: one-hot visible units, shape ``[V, K]``.
+    """
+    num_hidden, num_visible, _ = weights.shape
+    with pyro.plate("visible", num_visible, dim=-1):
+        v = pyro.sample("v", dist.OneHotCategorical(logits=visible_bias))
+    with pyro.plate("hidden", num_hidden, dim=-1):
+        pyro.factor(
+            "hidden_units", F.softplus(torch.einsum("...ik,jik->...j", v, weights) + hidden_bias)
+        )
+    return v
+
+
+def random_categorical_rbm(
+    num_visible: int = 25,
+    num_categories: int = 4,
+    num_hidden: int = 10,
+    weight_scale: float = 0.05**0.5,
+    bias_scale: float = 1.0,
+    seed: Optional[int] = 0,
+) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    r"""Random categorical RBM for :func:`categorical_rbm`: weights
+    :math:`\mathcal N(0, \text{weight\_scale}^2)`, biases
+    :math:`\mathcal N(0, \text{bias\_scale}^2)`, as :func:`random_rbm`.
+
+    :param int num_visible: ``V``.
+    :param int num_categories: ``K``.
+    :param int num_hidden: ``H``.
+    :param float weight_scale: standard deviation of the weights.
+    :param float bias_scale: standard deviation of the biases.
+    :param int seed: seed (``None``: the global RNG).
+    :returns: ``(weights [H, V, K], visible_bias [V, K], hidden_bias [H])``.
+    """
+    generator = torch.Generator().manual_seed(seed) if seed is not None else None
+    return (
+        torch.randn(num_hidden, num_visible, num_categories, generator=generator) * weight_scale,
+        torch.randn(num_visible, num_categories, generator=generator) * bias_scale,
         torch.randn(num_hidden, generator=generator) * bias_scale,
     )
 
