@@ -22,9 +22,26 @@ The chains are the persistent state itself, or ``num_chains`` draws from a large
 replay buffer (Du & Mordatch 2019 [DuMordatch2019]_), optionally reset to noise with some
 probability.
 
-:func:`learnable_ising`, :func:`learnable_potts` and :func:`learnable_ebm` are the
-models of the learning experiments of Grathwohl et al. 2021 [Grathwohl2021]_ with
-``pyro.param`` parameters.
+The deep-EBM recipe of Grathwohl et al. 2021 [Grathwohl2021]_ (Appendix I.2) adds to
+this, each a small pure function wired in by :class:`PCD`:
+
+* a linear learning-rate warm-up (:func:`warmup_factor`, ``warmup_iterations``);
+* an exponential moving average of the parameters for evaluation
+  (:func:`ema_update`, ``ema``; :meth:`PCD.use_ema`);
+* chains and buffer (re)initialised from a factorised Bernoulli / categorical
+  distribution fitted to the data marginals (``init="data_mean"``,
+  :meth:`FactorisedBase.fit <pyro_gwg.contrib.estimators.ais.FactorisedBase.fit>`);
+* the energy-magnitude regulariser of Du & Mordatch 2019 [DuMordatch2019]_
+  (:func:`energy_regulariser`, ``energy_reg``).
+
+For the PCD experiment of Rhodes & Gutmann 2022 [Rhodes2022]_ (Section 5.3), a
+:class:`~pyro_gwg.PAVG` kernel's preconditioner can follow the parameters being learned
+(``PCD(..., preconditioner=callable)``), e.g. the exact one of an Ising or Potts model
+(:func:`ising_preconditioner`, :func:`potts_preconditioner`).
+
+:func:`learnable_ising`, :func:`learnable_potts`, :func:`learnable_ebm` and
+:func:`learnable_categorical_ebm` are the models of the learning experiments of
+Grathwohl et al. 2021 [Grathwohl2021]_ with ``pyro.param`` parameters.
 
 Data-parallel PCD (:meth:`PCD.distribute`, :func:`fit_data_parallel`) shards the
 chains and each data batch over the ranks of a :mod:`torch.distributed` process group
@@ -33,10 +50,22 @@ and averages the parameter gradients across them (see ``docs/data_parallel_pcd.r
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 import pickle
 import tempfile
-from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, TypeVar, Union
+from typing import (
+    Callable,
+    Dict,
+    Iterator,
+    List,
+    NamedTuple,
+    Optional,
+    Sequence,
+    TypeVar,
+    Union,
+)
 
 import pyro
 import pyro.poutine as poutine
@@ -44,7 +73,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing
 
-from pyro_gwg._validation import check_integer
+from pyro_gwg._validation import check_integer, check_number
 from pyro_gwg.cluster import block_seeds
 from pyro_gwg.contrib.estimators.ais import FactorisedBase
 from pyro_gwg.contrib.estimators.driver import (
@@ -55,30 +84,38 @@ from pyro_gwg.contrib.estimators.driver import (
 )
 from pyro_gwg.energy import DiscreteEnergy
 from pyro_gwg.kernels.base import DiscreteKernel
-from pyro_gwg.models.ebm import binary_ebm
+from pyro_gwg.kernels.ncg import PAVG
+from pyro_gwg.models.ebm import binary_ebm, categorical_ebm
 from pyro_gwg.models.ising import ising
 from pyro_gwg.models.potts import potts
+from pyro_gwg.proposals.ncg import CandidateGrid
 
 __all__ = [
     "PCD",
     "DataParallelFit",
     "coupling_rmse",
+    "ema_update",
+    "energy_regulariser",
     "fit_data_parallel",
     "group_l1_penalty",
+    "ising_preconditioner",
     "l1_penalty",
+    "learnable_categorical_ebm",
     "learnable_ebm",
     "learnable_ising",
     "learnable_potts",
     "pcd_objective",
+    "potts_preconditioner",
     "run_data_parallel",
     "symmetric_couplings",
     "symmetric_potts_couplings",
+    "warmup_factor",
 ]
 
 T = TypeVar("T")
 
 PENALTIES = ("l1", "group_l1")
-INITS = ("uniform", "data")
+INITS = ("uniform", "data", "data_mean")
 
 
 # ---------------------------------------------------------------------- pure functions
@@ -123,6 +160,90 @@ def group_l1_penalty(value: torch.Tensor, group_dims: int = 2) -> torch.Tensor:
         )
     dims = tuple(range(value.dim() - group_dims, value.dim()))
     return torch.linalg.vector_norm(value, dim=dims).sum()
+
+
+def energy_regulariser(data_log_joint: torch.Tensor, chain_log_joint: torch.Tensor) -> torch.Tensor:
+    r"""The energy-magnitude regulariser
+    :math:`\overline{f_\theta(x)^2} + \overline{f_\theta(x')^2}` (means over the data
+    batch and over the chains) of Du & Mordatch 2019 [DuMordatch2019]_ (their
+    :math:`\alpha (E(x^+)^2 + E(x^-)^2)`, with :math:`E = -f_\theta`), which the
+    reference code of Grathwohl et al. 2021 [Grathwohl2021]_ adds to the PCD surrogate
+    of its deep EBMs (the paper itself does not state it). It keeps the unnormalised
+    log densities near zero: :func:`pcd_objective` only sees their differences, so
+    without it they may drift together.
+
+    :param torch.Tensor data_log_joint: ``[B]`` :math:`f_\theta` at the data batch.
+    :param torch.Tensor chain_log_joint: ``[C]`` :math:`f_\theta` at the chains' states.
+    :rtype: torch.Tensor
+    """
+    return data_log_joint.pow(2).mean() + chain_log_joint.pow(2).mean()
+
+
+def warmup_factor(iteration: int, warmup_iterations: int) -> float:
+    r"""Multiplier of the base learning rate at update ``iteration`` (from 0) of a linear
+    warm-up over ``warmup_iterations`` updates (Grathwohl et al. 2021 [Grathwohl2021]_,
+    Appendix I.2: "we linearly warm-up the learning rate"):
+
+    .. math:: \eta_t = \eta \min\Big(1, \frac{t + 1}{K}\Big),
+
+    so update ``K - 1`` is the first at the base rate :math:`\eta` (``K = 0``: no
+    warm-up). The reference code uses :math:`t / K`, whose first update has rate 0 and
+    does nothing.
+
+    :param int iteration: :math:`t \ge 0`.
+    :param int warmup_iterations: :math:`K \ge 0`.
+    :rtype: float
+    """
+    if warmup_iterations == 0:
+        return 1.0
+    return min(1.0, (iteration + 1) / warmup_iterations)
+
+
+def ema_update(average: torch.Tensor, value: torch.Tensor, decay: float) -> torch.Tensor:
+    r"""One step of the exponential moving average of parameters that Grathwohl et al.
+    2021 [Grathwohl2021]_ (Appendix I.2) evaluate their EBMs with (decay 0.999, as the
+    "fast weights" of Tieleman & Hinton 2009):
+
+    .. math:: \bar\theta_t = \delta\, \bar\theta_{t-1} + (1 - \delta)\, \theta_t,
+              \qquad \bar\theta_0 = \theta_0.
+
+    :param torch.Tensor average: :math:`\bar\theta_{t-1}`.
+    :param torch.Tensor value: :math:`\theta_t`, the parameter after update ``t``.
+    :param float decay: :math:`\delta \in [0, 1)`.
+    :rtype: torch.Tensor
+    """
+    return decay * average + (1.0 - decay) * value
+
+
+def ising_preconditioner(couplings: torch.Tensor) -> torch.Tensor:
+    r"""The Hessian :math:`M = 4 (J + J^\top)` of the Ising log density
+    :math:`f(x) = s^\top J s + b^\top s`, :math:`s = 2x - 1`, of
+    :func:`~pyro_gwg.models.ising` in its bits :math:`x` (``8 J`` for a symmetric ``J``):
+    the preconditioner that makes :class:`~pyro_gwg.PAVG` the block-Gibbs sampler of
+    Martens & Sutskever 2010 [MartensSutskever2010]_ ("model-specific PAVG", Rhodes &
+    Gutmann 2022 [Rhodes2022]_, Sections 3.2.1 and 5.3), which accepts every proposal.
+
+    :param torch.Tensor couplings: ``[D, D]`` ``J`` (e.g.
+        ``symmetric_couplings(pyro.param("couplings"))`` of :func:`learnable_ising`).
+    :returns: ``[D, D]`` ``M``.
+    """
+    return 4.0 * (couplings + couplings.transpose(-1, -2))
+
+
+def potts_preconditioner(couplings: torch.Tensor) -> torch.Tensor:
+    r"""The Hessian of the Potts log density :math:`f(z) = \sum_{ij} z_i^\top J_{ij} z_j
+    + \sum_i b_i^\top z_i` of :func:`~pyro_gwg.models.potts` in its one-hot values, laid
+    out as :class:`~pyro_gwg.PAVG` orders them (coordinate ``i``, then category ``k``):
+    :math:`M_{(i,k),(j,l)} = (J_{ij})_{kl} + (J_{ji})_{lk}`; with it PAVG accepts every
+    proposal (Rhodes & Gutmann 2022 [Rhodes2022]_, Section 3.2.1).
+
+    :param torch.Tensor couplings: ``[D, D, K, K]`` ``J`` (e.g.
+        ``symmetric_potts_couplings(pyro.param("couplings"))`` of :func:`learnable_potts`).
+    :returns: ``[D K, D K]`` ``M``.
+    """
+    size, _, states, _ = couplings.shape
+    hessian = couplings + couplings.permute(1, 0, 3, 2)
+    return hessian.permute(0, 2, 1, 3).reshape(size * states, size * states)
 
 
 def coupling_rmse(learned: torch.Tensor, true: torch.Tensor) -> torch.Tensor:
@@ -205,6 +326,26 @@ def learnable_ebm(
     return binary_ebm(net, shape)
 
 
+def learnable_categorical_ebm(
+    net: torch.nn.Module,
+    shape: Union[int, Sequence[int]],
+    num_categories: int,
+    name: str = "energy_net",
+) -> torch.Tensor:
+    r"""The categorical EBM :func:`~pyro_gwg.models.ebm.categorical_ebm` with the
+    network's weights registered as Pyro parameters (``pyro.module(name, net)``); site
+    ``"x"``.
+
+    :param torch.nn.Module net: the negative energy :math:`f_\theta` of the one-hot values.
+    :param shape: shape of one data point (without the category dimension).
+    :param int num_categories: ``K``.
+    :param str name: the module's name in the parameter store.
+    :returns: the state as one-hot floats, shape ``shape + (K,)``.
+    """
+    pyro.module(name, net)
+    return categorical_ebm(net, shape, num_categories)
+
+
 # ---------------------------------------------------------------------- PCD
 class PCD:
     r"""Persistent contrastive divergence for the ``pyro.param`` parameters of a
@@ -212,11 +353,18 @@ class PCD:
     chains.
 
     Each :meth:`step` (i) takes ``num_chains`` chain states (the persistent chains, or
-    a draw from the replay buffer, each reset to noise with probability
-    ``reinit_prob``), (ii) runs ``mcmc_steps`` kernel transitions on them under the
-    current parameters, and (iii) takes one optimiser step on
-    :func:`pcd_objective` plus the penalty. The parameter store is shared with Pyro:
-    clear it (``pyro.clear_param_store()``) before learning a new model.
+    a draw from the replay buffer, each reset with probability ``reinit_prob`` to a
+    draw of the initial distribution), (ii) runs ``mcmc_steps`` kernel transitions on
+    them under the current parameters, and (iii) takes one optimiser step, at the
+    warmed-up learning rate, on
+
+    .. math:: \overline{f_\theta(x')} - \overline{f_\theta(x)} + \lambda\,\Omega(\theta)
+              + \alpha \big(\overline{f_\theta(x)^2} + \overline{f_\theta(x')^2}\big)
+
+    (:func:`pcd_objective`, the penalty, and ``energy_reg`` :math:`\alpha` times
+    :func:`energy_regulariser`), then updates the moving average of the parameters
+    (:func:`ema_update`). The parameter store is shared with Pyro: clear it
+    (``pyro.clear_param_store()``) before learning a new model.
 
     After :meth:`distribute` the chains and each batch are sharded over the ranks of a
     :mod:`torch.distributed` process group: ``num_chains``, ``buffer_size`` and the
@@ -230,16 +378,39 @@ class PCD:
     :param int num_chains: chains updated per step (and the persistent chains when no
         buffer is used).
     :param int mcmc_steps: kernel transitions per step.
-    :param float lr: learning rate.
+    :param float lr: (base) learning rate.
     :param optimizer: a :class:`torch.optim.Optimizer` class (default Adam, as in
         the paper).
     :param dict penalty: ``{param name: strength}`` of the penalty :math:`\lambda`.
     :param str penalty_kind: ``"l1"`` or ``"group_l1"`` (Eq. 34).
     :param int group_dims: trailing dimensions of one group for ``"group_l1"``.
     :param int buffer_size: replay buffer size (``None``: plain persistent chains).
-    :param float reinit_prob: probability that a drawn chain restarts from noise.
-    :param str init: initial chain states, ``"uniform"`` (noise) or ``"data"``
-        (random data points of the first batch).
+    :param float reinit_prob: probability that a drawn chain restarts from the initial
+        distribution (a random data point of the batch for ``init="data"``).
+    :param init: initial chain (or buffer) states: ``"uniform"`` (noise), ``"data"``
+        (random data points of the first batch), ``"data_mean"`` (the factorised
+        Bernoulli / categorical distribution of the data marginals, the buffer
+        initialisation of Grathwohl et al. 2021 [Grathwohl2021]_ for deep EBMs:
+        :meth:`FactorisedBase.fit <pyro_gwg.contrib.estimators.ais.FactorisedBase.fit>`
+        on all of :meth:`fit`'s data, or on the first batch given to :meth:`step`), or
+        a :class:`~pyro_gwg.contrib.estimators.ais.FactorisedBase` of the model's
+        coordinates to draw from.
+    :param float ema: decay :math:`\delta \in [0, 1)` of an exponential moving average
+        of the parameters kept beside them (:func:`ema_update`; the paper uses 0.999),
+        read with :meth:`ema_params` or swapped in with :meth:`use_ema`; ``None``: none.
+    :param int warmup_iterations: updates of the linear learning-rate warm-up
+        (:func:`warmup_factor`, through :class:`torch.optim.lr_scheduler.LambdaLR`, so
+        with any optimiser); 0: none.
+    :param float energy_reg: strength :math:`\alpha \ge 0` of
+        :func:`energy_regulariser`.
+    :param callable preconditioner: for a :class:`~pyro_gwg.PAVG` kernel, a function of
+        no arguments returning its ``[R, R]`` preconditioner under the current parameters
+        (e.g. ``lambda: ising_preconditioner(symmetric_couplings(pyro.param("couplings")))``),
+        evaluated (without gradient) and given to the kernel as its ``preconditioner``
+        before the chains move in updates 0, ``refresh_every``, ``2 refresh_every``, ...,
+        so that the matrix follows the parameters being learned (Rhodes & Gutmann 2022
+        [Rhodes2022]_, Section 5.3). Checked once here.
+    :param int refresh_every: updates between two refreshes of the preconditioner.
     :param tuple model_args: the model's positional arguments.
     :param dict model_kwargs: the model's keyword arguments.
     :param int max_plate_nesting: bound on nested plates; guessed when ``None``.
@@ -271,7 +442,12 @@ class PCD:
         group_dims: int = 2,
         buffer_size: Optional[int] = None,
         reinit_prob: float = 0.0,
-        init: str = "uniform",
+        init: Union[str, FactorisedBase] = "uniform",
+        ema: Optional[float] = None,
+        warmup_iterations: int = 0,
+        energy_reg: float = 0.0,
+        preconditioner: Optional[Callable[[], torch.Tensor]] = None,
+        refresh_every: int = 1,
         model_args: tuple = (),
         model_kwargs: Optional[dict] = None,
         max_plate_nesting: Optional[int] = None,
@@ -285,8 +461,10 @@ class PCD:
             raise ValueError(
                 "penalty_kind must be one of {}, got {!r}".format(PENALTIES, penalty_kind)
             )
-        if init not in INITS:
-            raise ValueError("init must be one of {}, got {!r}".format(INITS, init))
+        if not isinstance(init, FactorisedBase) and init not in INITS:
+            raise ValueError(
+                "init must be one of {} or a FactorisedBase, got {!r}".format(INITS, init)
+            )
         if buffer_size is not None and (
             int(buffer_size) != buffer_size or buffer_size < num_chains
         ):
@@ -297,6 +475,25 @@ class PCD:
             )
         if not 0 <= reinit_prob <= 1:
             raise ValueError("reinit_prob must lie in [0, 1], got {}".format(reinit_prob))
+        if ema is not None:
+            ema = check_number("ema", ema, 0.0, 1.0, high_open=True)
+        warmup_iterations = check_integer("warmup_iterations", warmup_iterations, 0, "updates")
+        energy_reg = check_number("energy_reg", energy_reg, 0.0, high_open=True)
+        refresh_every = check_integer("refresh_every", refresh_every, 1, "updates")
+        if preconditioner is not None:
+            if not isinstance(kernel, PAVG):
+                raise TypeError(
+                    "preconditioner is the matrix of a PAVG kernel, but the kernel is a {}".format(
+                        type(kernel).__name__
+                    )
+                )
+            if not callable(preconditioner):
+                raise TypeError(
+                    "preconditioner must be a function of no arguments returning the "
+                    "current [R, R] matrix, got {}".format(type(preconditioner).__name__)
+                )
+        elif refresh_every != 1:
+            raise ValueError("refresh_every is the period of preconditioner: give both")
         self.model = model
         self.kernel = kernel
         self.num_chains = int(num_chains)
@@ -307,6 +504,11 @@ class PCD:
         self.buffer_size = buffer_size
         self.reinit_prob = float(reinit_prob)
         self.init = init
+        self.ema = ema
+        self.warmup_iterations = warmup_iterations
+        self.energy_reg = energy_reg
+        self.preconditioner = preconditioner
+        self.refresh_every = refresh_every
         self.energy = DiscreteEnergy(
             model, model_args, model_kwargs, max_plate_nesting=max_plate_nesting
         )
@@ -318,10 +520,35 @@ class PCD:
                 "penalty names parameter(s) {} that the model does not use; its "
                 "parameters are {}".format(unknown, self.param_names)
             )
+        uniform = FactorisedBase.uniform(self.energy.layout)
+        if isinstance(init, FactorisedBase) and not torch.equal(
+            init.sizes.cpu(), uniform.sizes.cpu()
+        ):
+            raise ValueError(
+                "init is a FactorisedBase over coordinates of {} values, but the model's "
+                "take {}".format(init.sizes.tolist(), uniform.sizes.tolist())
+            )
+        #: the distribution of initial and reset chain states (``None`` for
+        #: ``init="data"``, and for ``"data_mean"`` until it is fitted)
+        self.init_distribution: Optional[FactorisedBase] = (
+            init if isinstance(init, FactorisedBase) else uniform if init == "uniform" else None
+        )
         store = pyro.get_param_store()
         self._params = [store.get_param(n).unconstrained() for n in self.param_names]
         self.optimizer = optimizer(self._params, lr=lr)
-        self._noise = FactorisedBase.uniform(self.energy.layout)
+        self._scheduler = None
+        if warmup_iterations:
+            self._scheduler = torch.optim.lr_scheduler.LambdaLR(
+                self.optimizer,
+                functools.partial(warmup_factor, warmup_iterations=warmup_iterations),
+            )
+        # the moving averages of the (unconstrained) parameters, when ``ema`` is given
+        self._averages: Optional[List[torch.Tensor]] = None
+        self._reset_averages()
+        #: parameter updates taken so far
+        self.iteration = 0
+        if preconditioner is not None:
+            self.refresh_preconditioner()
         #: the persistent chain states (or the replay buffer) of this rank, long
         #: ``[C or B, D]`` (``C / world_size`` or ``B / world_size`` rows after
         #: :meth:`distribute`)
@@ -349,6 +576,73 @@ class PCD:
         rank)."""
         return self._counted.evaluations
 
+    # ------------------------------------------------------------------ EMA
+    def _reset_averages(self) -> None:
+        """Start the moving averages at the current parameters (:math:`\bar\theta_0 =
+        \theta_0`)."""
+        if self.ema is not None:
+            self._averages = [param.detach().clone() for param in self._params]
+
+    @contextlib.contextmanager
+    def use_ema(self) -> Iterator[None]:
+        """Context manager: within it the parameter store (and any ``pyro.module``
+        network) holds the moving averages of the parameters (:func:`ema_update`), e.g.
+        to evaluate the model by AIS as Grathwohl et al. 2021 [Grathwohl2021]_ do; the
+        trained values are put back on exit. The averages are taken over the
+        unconstrained values, so a constrained parameter reads as the constraint's
+        transform of the averaged unconstrained value. Take no PCD step inside.
+
+        :raises RuntimeError: without ``PCD(ema=...)``.
+        """
+        if self._averages is None:
+            raise RuntimeError("no moving average of the parameters: build PCD(ema=decay)")
+        with torch.no_grad():
+            trained = [param.detach().clone() for param in self._params]
+            for param, average in zip(self._params, self._averages):
+                param.copy_(average)
+        try:
+            yield
+        finally:
+            with torch.no_grad():
+                for param, value in zip(self._params, trained):
+                    param.copy_(value)
+
+    def ema_params(self) -> Dict[str, torch.Tensor]:
+        """``{name: value}``: the moving averages of the parameters, as
+        ``pyro.param(name)`` reads them inside :meth:`use_ema`.
+
+        :raises RuntimeError: without ``PCD(ema=...)``.
+        """
+        with self.use_ema():
+            return {name: pyro.param(name).detach().clone() for name in self.param_names}
+
+    # ------------------------------------------------------------------ PAVG
+    def refresh_preconditioner(self) -> torch.Tensor:
+        """Give the PAVG kernel (as its ``preconditioner``) the matrix that
+        ``PCD(preconditioner=...)`` returns at the current parameters, after checking
+        it. :meth:`step` calls it every ``refresh_every`` updates; call it yourself after
+        changing the parameters, e.g. before sampling the learned model with the kernel.
+
+        :returns: the ``[R, R]`` matrix.
+        :raises RuntimeError: without ``PCD(preconditioner=...)``.
+        :raises ValueError: for a matrix of the wrong shape, or not symmetric.
+        """
+        if self.preconditioner is None:
+            raise RuntimeError("no preconditioner to refresh: build PCD(preconditioner=...)")
+        with torch.no_grad():
+            matrix = torch.as_tensor(self.preconditioner()).detach()
+        size = CandidateGrid(self.energy.layout, self.kernel.window).relaxed_dim
+        if matrix.shape != (size, size):
+            raise ValueError(
+                "preconditioner returned a matrix of shape {}, but the model has {} relaxed "
+                "values (one per binary or ordinal coordinate, K per categorical "
+                "coordinate), so it must be [{}, {}]".format(tuple(matrix.shape), size, size, size)
+            )
+        if not torch.allclose(matrix, matrix.transpose(0, 1), rtol=1e-5, atol=1e-6):
+            raise ValueError("preconditioner returned a matrix that is not symmetric")
+        self.kernel.preconditioner = matrix.to(torch.get_default_dtype())
+        return self.kernel.preconditioner
+
     def _check_shards(self, world_size: int) -> None:
         """Raise a :class:`ValueError` unless ``num_chains`` (and ``buffer_size``) split
         into ``world_size`` equal shares."""
@@ -366,7 +660,8 @@ class PCD:
         world_size`` data points per update, and :meth:`step` averages the parameter
         gradients (and the loss) over the ranks before the optimiser step, so that the
         update is that of one process on the union of the ranks' batches and chains.
-        The parameters are first broadcast from the group's rank 0.
+        The parameters are first broadcast from the group's rank 0 (and the moving
+        averages of ``ema`` restart from them).
 
         Every rank of the group must call it (it is a collective), before the first
         :meth:`step`, with torch's generator seeded differently on every rank (else
@@ -403,6 +698,7 @@ class PCD:
         with torch.no_grad():
             for param in self._params:
                 dist.broadcast(param, src=self._source, group=process_group)
+        self._reset_averages()
         return self
 
     def parameters_synchronised(self) -> bool:
@@ -420,22 +716,28 @@ class PCD:
         dist.all_reduce(same, op=dist.ReduceOp.MIN, group=self._group)
         return bool(same)
 
-    def _average_gradients(self, loss: torch.Tensor) -> torch.Tensor:
-        """Average the parameters' gradients and ``loss`` over the ranks, in one
-        all-reduce; returns the averaged loss."""
+    def _average_gradients(self, scalars: torch.Tensor) -> torch.Tensor:
+        """Average the parameters' gradients and the 1-d ``scalars`` (the loss and its
+        terms) over the ranks, in one all-reduce; returns the averaged scalars."""
         grads = []
         for param in self._params:
             if param.grad is None:
                 param.grad = torch.zeros_like(param)
             grads.append(param.grad)
-        flat = torch.cat([g.reshape(-1) for g in grads] + [loss.detach().reshape(1)])
+        flat = torch.cat([g.reshape(-1) for g in grads] + [scalars.detach()])
         dist.all_reduce(flat, group=self._group)
         flat /= self.world_size
         offset = 0
         for grad in grads:
             grad.copy_(flat[offset : offset + grad.numel()].view_as(grad))
             offset += grad.numel()
-        return flat[-1]
+        return flat[offset:]
+
+    def _codes(self, data: Union[Dict[str, torch.Tensor], torch.Tensor]) -> torch.Tensor:
+        """Flat codes of data given in any form :meth:`step` accepts."""
+        if isinstance(data, torch.Tensor) and data.dim() == 2 and not data.is_floating_point():
+            return data
+        return self.data_codes(data)
 
     def data_codes(self, data: Union[Dict[str, torch.Tensor], torch.Tensor]) -> torch.Tensor:
         """Flat codes ``[N, D]`` of data given as ``{site: [N, ...]}`` (or, for a model
@@ -462,10 +764,42 @@ class PCD:
                 total = total + strength * group_l1_penalty(value, self.group_dims)
         return total
 
+    def fit_init_distribution(
+        self, data: Union[Dict[str, torch.Tensor], torch.Tensor]
+    ) -> FactorisedBase:
+        """For ``init="data_mean"``: fit the initial distribution of the chains to the
+        marginals of ``data``
+        (:meth:`FactorisedBase.fit <pyro_gwg.contrib.estimators.ais.FactorisedBase.fit>`,
+        add-one smoothing) and use it from now on. :meth:`fit` calls it on all its data
+        before the first update; otherwise the first :meth:`step` calls it on its batch
+        (after :meth:`distribute`, on the union of the ranks' first batches).
+
+        :param data: ``{site: [N, ...]}``, a tensor for one-site models, or codes
+            ``[N, D]`` from :meth:`data_codes`.
+        :rtype: FactorisedBase
+        :raises RuntimeError: for another ``init``.
+        """
+        if self.init != "data_mean":
+            raise RuntimeError(
+                "the initial distribution is fitted to data for init='data_mean' only, "
+                "not init={!r}".format(self.init)
+            )
+        self.init_distribution = FactorisedBase.fit(self.energy.layout, self._codes(data))
+        return self.init_distribution
+
+    def _gather(self, codes: torch.Tensor) -> torch.Tensor:
+        """The rows of ``codes`` of every rank, in rank order (``codes`` itself in one
+        process)."""
+        if self.world_size == 1:
+            return codes
+        parts = [None] * self.world_size
+        dist.all_gather_object(parts, codes.cpu(), group=self._group)
+        return torch.cat(parts).to(codes.device)
+
     def _initial_states(self, num: int, data_codes: torch.Tensor) -> torch.Tensor:
         if self.init == "data":
             return data_codes[torch.randint(0, data_codes.shape[0], (num,))].clone()
-        return self._noise.sample(num).to(data_codes.device)
+        return self.init_distribution.sample(num).to(data_codes.device)
 
     def _draw_chains(self, data_codes: torch.Tensor):
         num_chains = self.num_chains // self.world_size
@@ -489,32 +823,42 @@ class PCD:
 
         :param batch: data points, ``{site: [B, ...]}`` (or a tensor, see
             :meth:`data_codes`), or flat codes ``[B, D]`` from :meth:`data_codes`.
-        :returns: ``{"loss": surrogate + penalty, "penalty": penalty}`` (the loss
-            averaged over the ranks after :meth:`distribute`).
+        :returns: ``{"loss": surrogate + penalty + energy_reg, "penalty": penalty,
+            "energy_reg": energy_reg, "lr": learning rate of this update}`` (averaged
+            over the ranks after :meth:`distribute`).
         """
-        if isinstance(batch, torch.Tensor) and batch.dim() == 2 and not batch.is_floating_point():
-            codes = batch
-        else:
-            codes = self.data_codes(batch)
+        codes = self._codes(batch)
+        if self.init == "data_mean" and self.init_distribution is None:
+            self.fit_init_distribution(self._gather(codes))
+        if self.preconditioner is not None and self.iteration % self.refresh_every == 0:
+            self.refresh_preconditioner()
         index, chains = self._draw_chains(codes)
         driver = bind_kernel(self.kernel, self._counted)
         with torch.no_grad():
             chains, _ = run_kernel(driver, chains, self.mcmc_steps)
         self.chains[index] = chains
+        data_log_joint = self.energy.log_joint(codes, differentiable=True)
+        chain_log_joint = self.energy.log_joint(chains, differentiable=True)
         penalty = self._penalty()
-        loss = (
-            pcd_objective(
-                self.energy.log_joint(codes, differentiable=True),
-                self.energy.log_joint(chains, differentiable=True),
-            )
-            + penalty
-        )
+        energy_reg = self.energy_reg * energy_regulariser(data_log_joint, chain_log_joint)
+        loss = pcd_objective(data_log_joint, chain_log_joint) + penalty + energy_reg
+        lr = self.optimizer.param_groups[0]["lr"]
         self.optimizer.zero_grad()
         loss.backward()
+        scalars = torch.stack([loss, penalty.to(loss.dtype), energy_reg.to(loss.dtype)])
         if self.world_size > 1:
-            loss = self._average_gradients(loss)
+            scalars = self._average_gradients(scalars)
         self.optimizer.step()
-        return {"loss": float(loss.detach()), "penalty": float(penalty.detach())}
+        if self._scheduler is not None:
+            self._scheduler.step()
+        if self._averages is not None:
+            self._averages = [
+                ema_update(average, param.detach(), self.ema)
+                for average, param in zip(self._averages, self._params)
+            ]
+        self.iteration += 1
+        loss, penalty, energy_reg = scalars.detach().tolist()
+        return {"loss": loss, "penalty": penalty, "energy_reg": energy_reg, "lr": lr}
 
     def fit(
         self,
@@ -532,6 +876,9 @@ class PCD:
             from the whole of ``data`` with its own generator.
         :param callable callback: ``callback(iteration, pcd)`` after every update.
         :returns: the per-step dicts of :meth:`step`.
+
+        With ``init="data_mean"`` the initial distribution is first fitted to all of
+        ``data`` (:meth:`fit_init_distribution`), unless it already was.
         """
         if batch_size % self.world_size:
             raise ValueError(
@@ -539,6 +886,8 @@ class PCD:
                 "draws an equal share".format(batch_size, self.world_size)
             )
         codes = self.data_codes(data)
+        if self.init == "data_mean" and self.init_distribution is None:
+            self.fit_init_distribution(codes)
         history = []
         for t in range(num_iterations):
             batch = codes[torch.randint(0, codes.shape[0], (batch_size // self.world_size,))]

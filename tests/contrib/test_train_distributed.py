@@ -42,7 +42,8 @@ def _fresh_params():
 
 
 def _plumbing_pcd() -> PCD:
-    # no chain moves (mcmc_steps=0) and plain SGD with lr=1: the update is minus the gradient
+    # no chain moves (mcmc_steps=0) and plain SGD with lr=1 warmed up over 2 updates: the
+    # update is minus half the gradient; with every deep-EBM option that touches it
     return PCD(
         learnable_ising,
         GWG(),
@@ -51,6 +52,10 @@ def _plumbing_pcd() -> PCD:
         optimizer=torch.optim.SGD,
         lr=1.0,
         penalty={"couplings": 0.1},
+        energy_reg=0.2,
+        ema=0.5,
+        warmup_iterations=2,
+        init="data_mean",
         model_args=(4,),
     )
 
@@ -73,6 +78,9 @@ def _one_update_worker(chains: torch.Tensor, batch: torch.Tensor) -> dict:
     share = len(chains) // world_size, len(batch) // world_size
     pcd.chains = chains[rank * share[0] : (rank + 1) * share[0]].clone()
     record = pcd.step(batch[rank * share[1] : (rank + 1) * share[1]])
+    averages = torch.cat([value.reshape(-1) for value in pcd.ema_params().values()])
+    all_averages = [torch.empty(20) for _ in range(world_size)]
+    dist.all_gather(all_averages, averages)
     errors = {}
     for name, call in (
         ("after first step", pcd.distribute),
@@ -93,6 +101,9 @@ def _one_update_worker(chains: torch.Tensor, batch: torch.Tensor) -> dict:
         "start": start,
         "end": {name: pyro.param(name).detach().clone() for name in pcd.param_names},
         "record": record,
+        "ema": pcd.ema_params(),
+        "ema synchronised": torch.equal(all_averages[0], all_averages[1]),
+        "init distribution": pcd.init_distribution.log_probs,
         "synchronised": synchronised,
         "errors": errors,
     }
@@ -103,7 +114,7 @@ def test_all_reduced_update_equals_the_one_process_update():
     chains = torch.randint(0, 2, (8, 4), generator=generator)
     batch = torch.randint(0, 2, (6, 4), generator=generator)
     out = run_data_parallel(_one_update_worker, (chains, batch), num_workers=2, seed=3)
-    assert out["ranks started apart"] and out["synchronised"]
+    assert out["ranks started apart"] and out["synchronised"] and out["ema synchronised"]
     # one process, from rank 0's parameters (broadcast to rank 1), on all chains and data
     for name, value in out["start"].items():
         pyro.param(name, value.clone())
@@ -114,8 +125,14 @@ def test_all_reduced_update_equals_the_one_process_update():
         assert not torch.equal(out["end"][name], out["start"][name])
         # equal up to float32 rounding (the sums are taken in another order)
         torch.testing.assert_close(out["end"][name], pyro.param(name).detach(), rtol=0, atol=1e-6)
-    assert out["record"]["loss"] == pytest.approx(record["loss"], abs=1e-6)
-    assert out["record"]["penalty"] == pytest.approx(record["penalty"], abs=1e-6)
+    for key in ("loss", "penalty", "energy_reg", "lr"):
+        assert out["record"][key] == pytest.approx(record[key], abs=1e-6)
+    assert record["energy_reg"] > 0 and record["lr"] == 0.5
+    # the moving averages restart from the broadcast parameters on every rank, and the
+    # data-mean distribution is fitted to the union of the ranks' first batches
+    for name, value in pcd.ema_params().items():
+        torch.testing.assert_close(out["ema"][name], value, rtol=0, atol=1e-6)
+    assert torch.equal(out["init distribution"], pcd.init_distribution.log_probs)
     errors = out["errors"]
     assert "before the first step" in errors["after first step"]
     assert "batch_size (3) must be divisible by the number of workers (2)" in errors["odd batch"]
