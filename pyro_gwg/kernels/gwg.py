@@ -193,4 +193,4 @@ class GWG(DiscreteKernel):
             )
 
     def _stuck_advice(self) -> str:
-        return ", or GWG with a larger uniform_weight, e.g. 0.9"
+        return ", or {} with a larger uniform_weight, e.g. 0.9".format(type(self).__name__)
