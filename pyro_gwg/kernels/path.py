@@ -161,12 +161,3 @@ class PAFS(GWG):
         if num_flips is None:
             num_flips = self._start_num_flips(density.layout.num_coords)
         return build_pafs(density, self.temperature, num_flips, self.uniform_weight, max_flips)
-
-    def _check_density(self, density) -> None:
-        num_coords = density.layout.num_coords
-        if self.num_flips != "auto" and self.num_flips > num_coords:
-            raise ValueError(
-                "PAFS(num_flips={}) draws more distinct coordinates per step than the "
-                "model has ({}). Use num_flips <= {}, or adapt_num_flips=True to adapt "
-                "it during warmup.".format(self.num_flips, num_coords, num_coords)
-            )

@@ -447,13 +447,15 @@ def build_pafs(
 
     :param density: a :class:`~pyro_gwg.density.Density`.
     :param float temperature: proposal temperature.
-    :param int num_flips: path length (the initial state's, with ``max_flips``).
+    :param int num_flips: path length (the initial state's, with ``max_flips``), at
+        most the number of coordinates ``D`` (a longer one is cut to ``D``).
     :param float uniform_weight: weight of the uniform component of the proposal.
     :param int max_flips: the largest path length when the state's ``num_flips``
         changes at run time (adapted in warmup), or ``None`` for a fixed one.
     :rtype: Algorithm
     """
     layout = density.layout
+    num_flips = min(num_flips, layout.num_coords)
 
     def init(codes: torch.Tensor) -> GWGState:
         return gwg_init(
