@@ -3,7 +3,7 @@ Metropolis-Hastings correction.
 
 DLMC simulates, for a time :math:`h` (the step size), the continuous-time Markov chain
 whose rates are the locally balanced weights of the first-order estimate of the log
-density at the current state :math:`x` (their Eqs. 9-11 with :math:`g(t) = \sqrt t`),
+density at the current state :math:`x` (balancing function :math:`g(t) = \sqrt t`),
 one chain per coordinate, independently. With :math:`\phi_{iv}` the first-order
 estimate of :math:`f` when coordinate :math:`i` takes the value :math:`v` (up to a
 constant: :math:`g_{iv}` for a category, :math:`g_i v` for a bit or a bounded ordinal,

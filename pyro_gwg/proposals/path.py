@@ -39,8 +39,8 @@ coordinates in the reverse order. For a bit, :math:`T_i` is the swap of its two 
 whatever the gradient: :math:`T_i^{n_i}` is the identity for even :math:`n_i` and the
 swap for odd :math:`n_i`, so the proposal flips exactly the bits drawn an odd number of
 times and the ratio keeps only the coordinate factors
-:math:`\prod_i (q(i \mid y) / q(i \mid x))^{n_i}` (Sun et al. 2022 [Sun2022]_, Sec. 4,
-with the first-order weights of their Eq. 13). A categorical coordinate's powers are
+:math:`\prod_i (q(i \mid y) / q(i \mid x))^{n_i}`, the binary PAS of Sun et al. 2022
+[Sun2022]_ with first-order (gradient) weights. A categorical coordinate's powers are
 computed by repeated squaring, in double precision. Ordinals other than bits are not
 supported (their walks would leave the :math:`\pm 1` moves of the coordinate marginal).
 
