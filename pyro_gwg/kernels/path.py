@@ -33,7 +33,9 @@ class PAS(GWG):
               \frac{(T_i'^{\,n_i})_{y_i x_i}}{(T_i^{n_i})_{x_i y_i}}\Big)
 
     (the derivation is in :mod:`pyro_gwg.proposals.path`). One forward and one backward
-    pass of the model per step, whatever ``L``.
+    pass of the model per step, whatever ``L``. Every step takes ``L`` or, with
+    probability 1/2 when :math:`L \ge 2`, ``L - 1`` for its path length: a fixed even
+    length would keep the parity of the number of ones of binary sites.
 
     The arguments are GWG's, with ``num_flips`` the path length ``L``. With
     ``num_flips="auto"`` (or ``adapt_num_flips=True``) ``L`` is adapted during warmup by
@@ -119,6 +121,9 @@ class PAFS(GWG):
 
     (:mod:`pyro_gwg.proposals.path`). Bits flip, categories switch, ordinals step by
     :math:`\pm 1`, as in GWG. One forward and one backward pass of the model per step.
+    Every step takes ``L`` or, with probability 1/2 when :math:`L \ge 2`, ``L - 1``
+    for its path length: with a fixed length ``L`` every accepted move would flip ``L``
+    bits, and a chain on binary sites would keep the parity of their number of ones.
 
     The arguments are GWG's, with ``num_flips`` the path length ``L`` (at most the
     number of coordinates). With ``num_flips="auto"`` (or ``adapt_num_flips=True``)

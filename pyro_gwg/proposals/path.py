@@ -61,9 +61,17 @@ supported (ordinals step by :math:`\pm 1` as in GWG). The remaining masses
 :math:`1 - \sum_{m < l} q(i_m)` are computed as sums of the masses left, which loses no
 precision when the drawn coordinates carry almost all the mass.
 
-With ``max_flips``, the path length ``L`` is the state's ``num_flips``, a run-time value
-(adapted in warmup by :class:`~pyro_gwg.adaptation.NumFlipsAdaptation`, as GWG's number
-of flips): ``max_flips`` draws are made and those past ``L`` are masked.
+**The path length.** A path of fixed even length would never change the parity of the
+number of ones of a binary state (PAFS flips exactly ``L`` bits, PAS a number of bits of
+the parity of ``L``), and a chain confined to one parity class is exact but not
+irreducible. Each step therefore draws its length afresh, independently of the state:
+the state's ``num_flips`` ``L`` or, when :math:`L \ge 2`, :math:`L - 1`, with
+probability 1/2 each. The kernel is the mixture of the two path kernels, each reversible,
+and two consecutive lengths reach both parity classes. (DISCS's PAFS draws a Poisson
+length around its radius for the same effect.) With ``max_flips``, ``L`` is a run-time
+value (adapted in warmup by :class:`~pyro_gwg.adaptation.NumFlipsAdaptation`, as GWG's
+number of flips): ``max_flips`` draws are made and those past the step's length are
+masked.
 """
 
 from __future__ import annotations
@@ -126,22 +134,24 @@ class PASState(NamedTuple):
 
 def path_length_mask(
     num_flips: torch.Tensor, fixed: int, max_flips: Optional[int]
-) -> Tuple[int, Optional[torch.Tensor]]:
-    """The number of draws a path step makes and which of them count.
+) -> Tuple[int, torch.Tensor]:
+    """The draws a path step makes, and which of them count: the first ``L`` of each
+    chain's row, ``L`` the state's path length or, when it is at least 2, one less
+    with probability 1/2 (see the module docstring).
 
     :param torch.Tensor num_flips: long ``[C]`` the state's path length.
     :param int fixed: the path length of a step built without ``max_flips``.
     :param int max_flips: the bound of a run-time path length, or ``None``.
-    :returns: ``(draws, active)``: ``active`` is bool ``[C, draws]`` (the first
-        ``num_flips`` of each row), or ``None`` when every draw counts.
+    :returns: ``(draws, active)``, ``active`` bool ``[C, draws]``.
     """
-    if max_flips is None:
-        return fixed, None
-    return max_flips, torch.arange(max_flips, device=num_flips.device) < num_flips.unsqueeze(-1)
+    size = fixed if max_flips is None else max_flips
+    shorter = (torch.rand(num_flips.shape, device=num_flips.device) < 0.5) & (num_flips > 1)
+    length = num_flips - shorter.long()
+    return size, torch.arange(size, device=num_flips.device) < length.unsqueeze(-1)
 
 
-def _masked_sum(values: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
-    return (values if mask is None else torch.where(mask, values, 0.0)).sum(-1)
+def _masked_sum(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return torch.where(mask, values, 0.0).sum(-1)
 
 
 # ------------------------------------------------------------------------------ PAS
@@ -258,10 +268,8 @@ def pas_step(
     codes, log_joint, log_q_coord, value_logits, flips = state
     size, active = path_length_mask(flips, num_flips, max_flips)
     draws = inverse_cdf_draws(log_q_coord, size)
-    if active is not None:  # an inactive draw repeats the first one and counts nothing
-        draws = torch.where(active, draws, draws[:, :1])
-    counted = torch.ones_like(draws) if active is None else active.long()
-    visits = torch.zeros_like(codes).scatter_add(1, draws, counted)
+    draws = torch.where(active, draws, draws[:, :1])  # inactive: repeat the first, count nothing
+    visits = torch.zeros_like(codes).scatter_add(1, draws, active.long())
     log_forward = _masked_sum(log_q_coord.gather(1, draws), active)
     if layout.all_binary:  # a bit visited n times ends flipped iff n is odd
         proposed = (codes + visits) % 2
@@ -400,8 +408,7 @@ def pafs_step(
     size, active = path_length_mask(flips, num_flips, max_flips)
     keys = log_q_coord - torch.empty_like(log_q_coord).exponential_().log()
     top, draws = keys.topk(size, dim=-1)  # the Gumbel top-L: sequential draws
-    valid = torch.isfinite(top)  # a coordinate without a move is never drawn
-    active = valid if active is None else active & valid
+    active = active & torch.isfinite(top)  # a coordinate without a move is never drawn
     draws = torch.where(active, draws, draws[:, :1])  # inactive: repeat the first, move nothing
     if log_q_cand.shape[-1] == 1:  # one candidate per coordinate (bits)
         candidate = torch.zeros_like(draws)
