@@ -117,7 +117,9 @@ def test_ais_with_dlmc_matches_enumeration():
     pyro.set_rng_seed(0)
     couplings = lattice_couplings(3, 0.3)
     exact = float(exact_posterior(ising, couplings).log_normalizer)
-    result = ais(ising, DLMC(step_size=0.5), num_particles=200, num_steps=200, model_args=(couplings,))
+    result = ais(
+        ising, DLMC(step_size=0.5), num_particles=200, num_steps=200, model_args=(couplings,)
+    )
     err, se = float(result.log_z) - exact, float(result.log_z_se)
     assert 0 < se < 0.1 and abs(err) < 4 * se, (err, se)
 
@@ -126,7 +128,9 @@ def test_ais_with_dlmc_on_a_potts_model_matches_enumeration():
     pyro.set_rng_seed(0)
     params = random_potts(4, 3, coupling_scale=0.5, seed=1)
     exact = float(exact_posterior(potts, *params).log_normalizer)
-    result = ais(potts, DLMC(step_size=0.5), num_particles=200, num_steps=100, model_args=tuple(params))
+    result = ais(
+        potts, DLMC(step_size=0.5), num_particles=200, num_steps=100, model_args=tuple(params)
+    )
     err, se = float(result.log_z) - exact, float(result.log_z_se)
     assert 0 < se < 0.1 and abs(err) < 4 * se, (err, se)
 

@@ -74,7 +74,9 @@ def test_exactness_check_fails_for_pas_drawing_other_coordinates(monkeypatch):
         lambda log_q, n: draw(torch.full_like(log_q, -math.log(log_q.shape[1])), n),
     )
     with pytest.raises(AssertionError, match="disagree with the exact posterior"):
-        assert_exact(_draws(PAS, "coupled_binary_field", num_flips=3), _exact("coupled_binary_field"))
+        assert_exact(
+            _draws(PAS, "coupled_binary_field", num_flips=3), _exact("coupled_binary_field")
+        )
 
 
 def test_exactness_check_fails_for_pas_without_the_walk_ratio(monkeypatch):
@@ -94,10 +96,14 @@ def test_exactness_check_fails_for_pas_without_the_walk_ratio(monkeypatch):
 def test_exactness_check_fails_for_pafs_without_the_normalisers(monkeypatch):
     # scoring a path drawn without replacement as if drawn with replacement
     monkeypatch.setattr(
-        path_math, "without_replacement_log_prob", lambda log_q, *a, **k: log_q.new_zeros(len(log_q))
+        path_math,
+        "without_replacement_log_prob",
+        lambda log_q, *a, **k: log_q.new_zeros(len(log_q)),
     )
     with pytest.raises(AssertionError, match="disagree with the exact posterior"):
-        assert_exact(_draws(PAFS, "coupled_binary_field", num_flips=3), _exact("coupled_binary_field"))
+        assert_exact(
+            _draws(PAFS, "coupled_binary_field", num_flips=3), _exact("coupled_binary_field")
+        )
 
 
 @pytest.mark.parametrize("kernel_class", [PAS, PAFS])
@@ -140,7 +146,9 @@ def test_in_the_vectorised_runner_matches_exact_posterior(kernel_class):
 def _adapted(kernel_class, coupling, **settings):
     pyro.set_rng_seed(0)
     kernel = kernel_class(lattice_ising, num_flips="auto", **settings)
-    mcmc = pyro_gwg.MCMC(kernel, num_samples=100, warmup_steps=300, num_chains=16, disable_progbar=True)
+    mcmc = pyro_gwg.MCMC(
+        kernel, num_samples=100, warmup_steps=300, num_chains=16, disable_progbar=True
+    )
     mcmc.run(size=8, coupling=coupling)
     return kernel, mcmc
 
@@ -195,7 +203,9 @@ def test_ais_with_pas_on_a_potts_model_matches_enumeration():
     pyro.set_rng_seed(0)
     params = random_potts(4, 3, coupling_scale=0.5, seed=1)
     exact = float(exact_posterior(potts, *params).log_normalizer)
-    result = ais(potts, PAS(num_flips=2), num_particles=200, num_steps=100, model_args=tuple(params))
+    result = ais(
+        potts, PAS(num_flips=2), num_particles=200, num_steps=100, model_args=tuple(params)
+    )
     err, se = float(result.log_z) - exact, float(result.log_z_se)
     assert 0 < se < 0.1 and abs(err) < 4 * se, (err, se)
 
@@ -213,7 +223,9 @@ def test_pcd_trains_with_pas():
     pyro.clear_param_store()
     pyro.set_rng_seed(0)
     data = exact_posterior(ising, lattice_couplings(2, 0.3)).sample(64)
-    pcd = PCD(learnable_ising, PAS(num_flips=2), num_chains=16, mcmc_steps=2, lr=0.01, model_args=(4,))
+    pcd = PCD(
+        learnable_ising, PAS(num_flips=2), num_chains=16, mcmc_steps=2, lr=0.01, model_args=(4,)
+    )
     history = pcd.fit(data, num_iterations=3, batch_size=16)
     assert len(history) == 3 and pcd.chains.shape == (16, 4)
     pyro.clear_param_store()

@@ -74,9 +74,11 @@ def test_the_proposal_of_bits_is_the_categorical_one_with_two_values():
     grid = CandidateGrid(layout)
     closed, base = dlmc_proposal(codes, grad, step, layout, grid)
     psi = grid.logits(grid.flat_grad(grad) / 2, torch.zeros(2), codes)[0]
-    rows = ctmc_log_transitions(psi, step).gather(
-        -2, codes.reshape(2, 4, 1, 1).expand(-1, -1, 1, 2)
-    ).squeeze(-2)
+    rows = (
+        ctmc_log_transitions(psi, step)
+        .gather(-2, codes.reshape(2, 4, 1, 1).expand(-1, -1, 1, 2))
+        .squeeze(-2)
+    )
     assert torch.equal(base, torch.zeros_like(codes))
     assert torch.allclose(closed.double(), rows, atol=1e-6)
 
@@ -101,13 +103,17 @@ def _dlmc_transitions(energy, step_size, reverse_at_start=False):
     table, base = dlmc_proposal(states, grad, step, layout, grid)
     # q(y | x) for every pair: rows x, columns y
     pairs = (num, num)
-    log_q = factorised_log_prob(
-        table.unsqueeze(1).expand(*pairs, *table.shape[1:]).flatten(0, 1),
-        base.unsqueeze(1).expand(*pairs, -1).flatten(0, 1),
-        states.unsqueeze(0).expand(*pairs, -1).flatten(0, 1),
-    ).reshape(pairs).double()
+    log_q = (
+        factorised_log_prob(
+            table.unsqueeze(1).expand(*pairs, *table.shape[1:]).flatten(0, 1),
+            base.unsqueeze(1).expand(*pairs, -1).flatten(0, 1),
+            states.unsqueeze(0).expand(*pairs, -1).flatten(0, 1),
+        )
+        .reshape(pairs)
+        .double()
+    )
     log_reverse = log_q if reverse_at_start else log_q.T
-    ratio = (log_joint.double().unsqueeze(0) - log_joint.double().unsqueeze(1) + log_reverse - log_q)
+    ratio = log_joint.double().unsqueeze(0) - log_joint.double().unsqueeze(1) + log_reverse - log_q
     transitions = log_q.exp() * ratio.clamp(max=0).exp()
     transitions.fill_diagonal_(0)
     transitions += torch.diag(1 - transitions.sum(1))

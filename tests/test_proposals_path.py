@@ -12,6 +12,7 @@ import torch
 
 import pyro_gwg
 from pyro_gwg.proposals.gwg import GWGMove, apply_move, gwg_proposal, move_log_prob
+from pyro_gwg.proposals.ncg import CandidateGrid
 from pyro_gwg.proposals.path import (
     build_pafs,
     build_pas,
@@ -19,7 +20,6 @@ from pyro_gwg.proposals.path import (
     visit_log_probs,
     without_replacement_log_prob,
 )
-from pyro_gwg.proposals.ncg import CandidateGrid
 
 TEMPERATURE, WEIGHT = 2.0, 0.05
 
@@ -204,8 +204,10 @@ def test_the_pafs_check_fails_with_the_reverse_path_normalised_at_the_start():
 def _visit_matrices(value_logits, weight):
     """``[S, D, V, V]`` one-visit matrices of every coordinate at every state."""
     rows = [
-        [_explicit_visit_matrix(value_logits[s, i][torch.isfinite(value_logits[s, i])], weight)
-         for i in range(value_logits.shape[1])]
+        [
+            _explicit_visit_matrix(value_logits[s, i][torch.isfinite(value_logits[s, i])], weight)
+            for i in range(value_logits.shape[1])
+        ]
         for s in range(value_logits.shape[0])
     ]
     width = value_logits.shape[-1]
@@ -226,7 +228,9 @@ def _pas_transitions(energy, length, drop_walk_reverse=False):
     log_q_coord, value_logits = pas_proposal(states, grad, layout, grid, TEMPERATURE, WEIGHT)
     visits = _visit_matrices(value_logits, WEIGHT)
     num_coords = layout.num_coords
-    counts = [n for n in itertools.product(range(length + 1), repeat=num_coords) if sum(n) == length]
+    counts = [
+        n for n in itertools.product(range(length + 1), repeat=num_coords) if sum(n) == length
+    ]
     transitions = torch.zeros(len(states), len(states), dtype=torch.float64)
     for a, b in itertools.product(range(len(states)), repeat=2):
         x, y = states[a], states[b]

@@ -150,7 +150,10 @@ def dlmc_proposal(
 
 
 def dlmc_step(
-    state: GradientState, value_and_grad: ValueAndGrad, layout: CoordinateLayout, grid: CandidateGrid
+    state: GradientState,
+    value_and_grad: ValueAndGrad,
+    layout: CoordinateLayout,
+    grid: CandidateGrid,
 ) -> Tuple[GradientState, FactorisedInfo]:
     r"""One DLMC transition of every chain: :math:`y \sim q(\cdot \mid x)`, accepted
     with probability :math:`\min(1, e^{f(y) - f(x)} q(x \mid y) / q(y \mid x))`. One
