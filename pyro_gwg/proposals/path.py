@@ -121,8 +121,8 @@ class PASState(NamedTuple):
     :ivar torch.Tensor log_q_coord: ``[C, D]`` log coordinate marginal of the proposal.
     :ivar torch.Tensor value_logits: ``[C, D, V]`` first-order log weights
         :math:`\\phi_{iv}` of the values of each coordinate (``-inf`` past its last).
-    :ivar torch.Tensor num_flips: long ``[C]`` path length ``L`` (read by steps built
-        with a ``max_flips``).
+    :ivar torch.Tensor num_flips: long ``[C]`` path length ``L`` (a step's path has
+        length ``L`` or ``L - 1``; see :func:`path_length_mask`).
     """
 
     codes: torch.Tensor
