@@ -97,9 +97,9 @@ def test_the_step_size_adapts_to_the_target_acceptance():
         rate = sum(mcmc.diagnostics()["acceptance rate"].values()) / 8
         assert abs(rate - 0.574) < 0.15, rate
         # frozen after warmup: one step size per chain, read by every step
-        steps = mcmc.diagnostics()["step_size"]
+        steps = mcmc.get_statistics()["step_size"]  # [chains, draws]
         assert torch.equal(steps[:, :1].expand_as(steps), steps)
-        times[coupling] = float(kernel.step_sizes.mean())
+        times[coupling] = float(steps.mean())
     assert times[0.1] > times[0.4]  # a weaker coupling takes longer times
 
 
