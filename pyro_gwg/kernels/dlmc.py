@@ -39,7 +39,7 @@ class DLMC(DiscreteKernel):
     With ``adapt_step_size=True`` (the default) :math:`h` is adapted during warmup,
     separately for every chain, by dual averaging on :math:`\log h` toward
     ``target_accept_prob`` (:class:`~pyro_gwg.adaptation.StepSizeAdaptation`, as for
-    :class:`NCG`), and frozen afterwards.
+    :class:`~pyro_gwg.kernels.ncg.NCG`), and frozen afterwards.
 
     Ordinal sites with an infinite support (``Poisson``, ``Geometric``) are refused.
 

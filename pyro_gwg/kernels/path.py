@@ -20,13 +20,13 @@ class PAS(GWG):
 
     Each step draws ``L`` coordinates :math:`i_1, \dots, i_L` *with replacement* from
     GWG's coordinate proposal :math:`q(i \mid x)` at the current state (see
-    :class:`GWG`) and moves along the path they define: every visit moves the coordinate
-    once, by GWG's candidate distribution at its current value under the gradient at
-    :math:`x`. A bit drawn :math:`n_i` times is flipped iff :math:`n_i` is odd; a
-    category ends at value :math:`y_i` with probability :math:`(T_i^{n_i})_{x_i y_i}`,
-    :math:`T_i` the transition matrix of one visit. The reverse path (the same
-    coordinates, the gradient at the proposed state :math:`y`) gives the exact
-    acceptance probability
+    :class:`~pyro_gwg.kernels.gwg.GWG`) and moves along the path they define: every
+    visit moves the coordinate once, by GWG's candidate distribution at its current
+    value under the gradient at :math:`x`. A bit drawn :math:`n_i` times is flipped iff
+    :math:`n_i` is odd; a category ends at value :math:`y_i` with probability
+    :math:`(T_i^{n_i})_{x_i y_i}`, :math:`T_i` the transition matrix of one visit. The
+    reverse path (the same coordinates, the gradient at the proposed state :math:`y`)
+    gives the exact acceptance probability
 
     .. math:: \min\Big(1, e^{f(y) - f(x)} \prod_i
               \Big(\frac{q(i \mid y)}{q(i \mid x)}\Big)^{n_i}
@@ -44,7 +44,8 @@ class PAS(GWG):
     samplers of the DISCS benchmark, Goshvadi et al. 2023 [Goshvadi2023]_), frozen at the
     end of warmup so that the chain after warmup is a fixed MCMC kernel.
 
-    Ordinal sites other than bits are refused (use :class:`PAFS` or :class:`GWG`).
+    Ordinal sites other than bits are refused (use :class:`PAFS` or
+    :class:`~pyro_gwg.kernels.gwg.GWG`).
 
     Per-draw statistics: ``accepted``, ``accept_prob``, ``num_changed``,
     ``energy_evals``, ``grad_evals`` and ``log_joint`` (see
@@ -109,7 +110,7 @@ class PAFS(GWG):
 
     Each step draws ``L`` *distinct* coordinates one after the other from GWG's
     coordinate proposal :math:`q(i \mid x)` restricted to the coordinates not drawn yet
-    (see :class:`GWG`), and moves each once, to a candidate :math:`v_l` from
+    (see :class:`~pyro_gwg.kernels.gwg.GWG`), and moves each once, to a candidate :math:`v_l` from
     :math:`q(v \mid i_l, x)`; the reverse path visits the same coordinates in the
     reverse order under the proposal at the proposed state :math:`y`, which gives the
     exact acceptance probability
