@@ -67,8 +67,8 @@ the parity of ``L``), and a chain confined to one parity class is exact but not
 irreducible. Each step therefore draws its length afresh, independently of the state:
 the state's ``num_flips`` ``L`` or, when :math:`L \ge 2`, :math:`L - 1`, with
 probability 1/2 each. The kernel is the mixture of the two path kernels, each reversible,
-and two consecutive lengths reach both parity classes. (DISCS's PAFS draws a Poisson
-length around its radius for the same effect.) With ``max_flips``, ``L`` is a run-time
+and two consecutive lengths reach both parity classes. (DISCS's PAFS randomises its
+length too, by a Poisson draw around its radius.) With ``max_flips``, ``L`` is a run-time
 value (adapted in warmup by :class:`~pyro_gwg.adaptation.NumFlipsAdaptation`, as GWG's
 number of flips): ``max_flips`` draws are made and those past the step's length are
 masked.
