@@ -22,6 +22,9 @@ REGISTRY = {
     "Gibbs": "gibbs",
     "HammingBall": "hamming_ball",
     "LocallyBalanced": "locally_balanced",
+    "PAS": "path",
+    "PAFS": "path",
+    "DLMC": "dlmc",
 }
 
 globals().update(

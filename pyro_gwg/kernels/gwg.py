@@ -186,11 +186,13 @@ class GWG(DiscreteKernel):
         # (one coordinate drawn N times moves once, like N = 1: nothing to refuse)
         if self.num_flips != "auto" and self.num_flips > num_coords > 1:
             raise ValueError(
-                "GWG(num_flips={}) draws more coordinates per step than the model has ({}): "
-                "nearly every coordinate would move at every step and the chain could "
-                "not settle. Use num_flips <= {}, or adapt_num_flips=True to adapt it "
-                "during warmup.".format(self.num_flips, num_coords, num_coords)
+                "{}(num_flips={}) draws more coordinates per step than the model has "
+                "({}): nearly every coordinate would move at every step and the chain "
+                "could not settle. Use num_flips <= {}, or adapt_num_flips=True to adapt "
+                "it during warmup.".format(
+                    type(self).__name__, self.num_flips, num_coords, num_coords
+                )
             )
 
     def _stuck_advice(self) -> str:
-        return ", or GWG with a larger uniform_weight, e.g. 0.9"
+        return ", or {} with a larger uniform_weight, e.g. 0.9".format(type(self).__name__)
