@@ -1,7 +1,7 @@
 """Classic discrete targets written as ordinary, batch-friendly Pyro models."""
 
 from pyro_gwg._deprecated import moved_attribute
-from pyro_gwg.models.ebm import binary_ebm, mlp_energy
+from pyro_gwg.models.ebm import binary_ebm, categorical_ebm, mlp_energy
 from pyro_gwg.models.fhmm import (
     FHMMData,
     FHMMParams,
@@ -62,6 +62,7 @@ __all__ = [
     "binary_ebm",
     "block_gibbs",
     "block_gibbs_step",
+    "categorical_ebm",
     "categorical_rbm",
     "cut_value",
     "erdos_renyi_couplings",
