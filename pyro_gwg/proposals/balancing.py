@@ -18,7 +18,7 @@ overflows nor underflows:
 * ``"barker"``: :math:`g(t) = t / (1 + t)`, :math:`\log g(e^s) = \log\sigma(s)`
   (Barker's acceptance function; Zanella 2020);
 * ``"min"``: :math:`g(t) = \min(1, t)`, :math:`\log g(e^s) = \min(s, 0)` (DISCS,
-  Goshvadi et al. 2023);
+  Goshvadi et al. 2023 [Goshvadi2023]_);
 * ``"max"``: :math:`g(t) = \max(1, t)`, :math:`\log g(e^s) = \max(s, 0)` (DISCS).
 
 All four are locally balanced: :math:`t \sqrt{1/t} = \sqrt t`;

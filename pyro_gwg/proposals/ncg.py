@@ -34,7 +34,8 @@ exact algebra and keeps large ordinal values out of floating-point cancellation)
 * **DULA** (Zhang, Liu & Liu 2022 [Zhang2022]_, the discrete unadjusted Langevin
   algorithm): the NCG proposal without the MH test, :math:`x' \sim q(\cdot \mid x)`
   always kept (:func:`dula_step`). It is *biased*: its stationary law
-  :math:`\pi_\alpha` is not the target; the bias shrinks with the step size.
+  :math:`\pi_\alpha` is not the target (for a log-quadratic target the bias vanishes
+  as :math:`\alpha \to 0`; see :class:`~pyro_gwg.kernels.langevin.DULA`).
 * **AVG** (Eqs. 9-11, Algorithm B.2): augment the target with
   :math:`z \sim \mathcal N(\sqrt{2/\epsilon}\, \phi(x), I)`; the first-order proposal
   :math:`q(x' \mid z, x) \propto \exp\big(\langle g, \phi(x') \rangle
