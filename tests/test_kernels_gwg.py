@@ -57,8 +57,10 @@ def test_gwg_variants_match_exact_posterior(name, variant):
     kernel = GWG(model, **VARIANTS[variant])
     codes = draw_codes(kernel, NUM_CHAINS, NUM_SAMPLES, WARMUP, *args)
     assert_exact(codes, _exact(name))
-    if variant.startswith("without"):  # every drawn coordinate moved
-        assert (kernel.diagnostics()["num_changed"] == kernel.current_num_flips).all()
+    if variant.startswith("without"):  # N or N - 1 coordinates moved, never fewer
+        changed, flips = kernel.diagnostics()["num_changed"], kernel.current_num_flips
+        assert ((changed == flips) | (changed == max(flips - 1, 1))).all()
+        assert flips == 1 or (changed == flips).any() and (changed == flips - 1).any()
 
 
 @pytest.mark.parametrize(

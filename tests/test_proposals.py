@@ -16,6 +16,7 @@ from pyro_gwg.proposals import (
     apply_move,
     coordinate_log_probs,
     defensive_mixture,
+    distinct_counts,
     distinct_draws,
     gwg_init,
     gwg_proposal,
@@ -520,6 +521,16 @@ def test_sequential_log_probs_keep_their_precision_when_one_draw_takes_nearly_al
         probs.log(), torch.tensor([[0, 2, 0]]), torch.tensor([[True, True, False]])
     )
     assert torch.allclose(masked[0, :2], log_q[0, :2])
+
+
+def test_distinct_counts_are_n_or_one_fewer_with_even_odds():
+    torch.manual_seed(0)
+    counts = distinct_counts(torch.tensor([1, 2, 5]).repeat(20000))
+    counts = counts.reshape(20000, 3)
+    assert (counts[:, 0] == 1).all()
+    for column, n in ((1, 2), (2, 5)):
+        assert ((counts[:, column] == n) | (counts[:, column] == n - 1)).all()
+        assert abs(float((counts[:, column] == n).float().mean()) - 0.5) < 0.015
 
 
 @pytest.mark.parametrize("name", ["mixed", "bits"])

@@ -52,12 +52,14 @@ class GWG(DiscreteKernel):
     chain; under :math:`q_w` every move keeps probability at least
     :math:`w / |N(x)|` in both directions. ``num_flips = N > 1`` draws ``N`` coordinates
     with replacement and moves each distinct one (Appendix D, Eq. 27; see
-    :mod:`pyro_gwg.proposals.gwg`); with ``replacement=False`` it draws ``N`` distinct
-    coordinates one after the other and every one of them moves (the ordered sequence
-    is an auxiliary variable of an exact MH step; the derivation is in
-    :mod:`pyro_gwg.proposals.gwg`). ``radius = r > 1`` lets ordinal coordinates jump
-    to any value within distance ``r`` (inside their support) in one move, with the
-    first-order estimate :math:`\tilde d = g_i \delta` for a step :math:`\delta`.
+    :mod:`pyro_gwg.proposals.gwg`); with ``replacement=False`` it draws ``N`` or
+    ``N - 1`` distinct coordinates (probability 1/2 each: exactly ``N`` moves of bits
+    would keep the parity of their sum and the chain would not be irreducible) one after
+    the other, and every one of them moves (the ordered sequence is an auxiliary
+    variable of an exact MH step; the derivation is in :mod:`pyro_gwg.proposals.gwg`).
+    ``radius = r > 1`` lets ordinal coordinates jump to any value within distance ``r``
+    (inside their support) in one move, with the first-order estimate
+    :math:`\tilde d = g_i \delta` for a step :math:`\delta`.
     Each step costs one forward and one backward pass of the model, at the proposed
     state. The proposal is a valid MH proposal whatever the gradient, so the chain
     targets the exact posterior even where the gradient is uninformative.
@@ -71,8 +73,8 @@ class GWG(DiscreteKernel):
     (chains share one ``N``; each new value compiles the transition once more), starting
     from ``num_flips``. ``num_flips="auto"`` adapts starting from
     :math:`\sqrt{D} / 2.5` (``D`` coordinates), which it keeps when there is no warmup.
-    The adaptation works with ``replacement=False`` too (the first ``N`` of a run-time
-    bound of distinct draws are a sequence of ``N`` draws without replacement).
+    The adaptation works with ``replacement=False`` too (the first ``n`` of a run-time
+    bound of distinct draws are a sequence of ``n`` draws without replacement).
 
     **Balancing function.** ``balancing`` chooses :math:`g` with
     :math:`g(t) = t\, g(1/t)` (see :mod:`pyro_gwg.proposals.balancing`): ``"sqrt"``
@@ -105,7 +107,8 @@ class GWG(DiscreteKernel):
         ``"min"`` or ``"max"``.
     :param bool replacement: with ``num_flips > 1``, draw the coordinates with
         replacement (default ``True``, Eq. 27: a coordinate drawn twice moves once) or
-        without (``False``: exactly ``num_flips`` coordinates move).
+        without (``False``: ``num_flips`` or ``num_flips - 1`` distinct coordinates
+        move, with probability 1/2 each).
     :param int radius: largest jump of an ordinal (bounded or unbounded integer)
         coordinate in one move (default 1: :math:`\pm 1`); needs a model with such a
         coordinate.
@@ -241,9 +244,9 @@ class GWG(DiscreteKernel):
         movable = int((layout.num_values() > 1).sum())
         if not self.replacement and self.num_flips != "auto" and self.num_flips > movable:
             raise ValueError(
-                "GWG(num_flips={}, replacement=False) moves {} distinct coordinates per "
-                "step but the model has {} that can change: every proposal would be "
-                "rejected. Use num_flips <= {}.".format(
+                "GWG(num_flips={}, replacement=False) moves up to {} distinct "
+                "coordinates per step but the model has {} that can change: those "
+                "proposals would all be rejected. Use num_flips <= {}.".format(
                     self.num_flips, self.num_flips, movable, movable
                 )
             )

@@ -44,31 +44,39 @@ is exact, ``S`` the set of distinct drawn coordinates and :math:`v'_i` the candi
 that undoes :math:`v_i`. For bits the candidate factor is one and this is Eq. 27; with
 ``N = 1`` it is the single-flip sampler of Algorithm 1 for every coordinate type.
 
-**Multi-flip without replacement** (``replacement=False``): the ``N`` coordinates are
-drawn one after the other among those not drawn yet (Gumbel top-``N`` on
-:math:`\log q(i \mid x)`, :func:`distinct_draws`), so that exactly ``N``
-coordinates move. The ordered sequence :math:`\sigma = (i_1, \dots, i_N)` has
-probability
+**Multi-flip without replacement** (``replacement=False``): ``n`` coordinates are
+drawn one after the other among those not drawn yet (Gumbel top-``n`` on
+:math:`\log q(i \mid x)`, :func:`distinct_draws`), so that exactly ``n``
+coordinates move, where ``n`` is ``N`` or ``N - 1`` with probability 1/2 each, drawn
+afresh for every step and chain, independently of the state (:func:`distinct_counts`;
+``n = 1`` when ``N = 1``). A fixed ``n = N`` would not be irreducible: moving exactly
+two bits never changes the parity of the number of ones (nor two :math:`\pm 1` steps
+that of the sum of ordinal values), and moving all ``D`` bits only reaches the
+complement. With both sizes, ``N`` moves followed by ``N - 1`` of them undone is a
+single move, so every state the single-flip sampler reaches stays reachable. Given
+``n`` the step is the exact MH step below; a mixture over a state-independent ``n``
+of kernels that leave :math:`\pi` invariant leaves it invariant. The ordered sequence
+:math:`\sigma = (i_1, \dots, i_n)` has probability
 
-.. math:: P(\sigma \mid x) = \prod_{n=1}^N \frac{q(i_n \mid x)}
-          {1 - \sum_{m < n} q(i_m \mid x)}
+.. math:: P(\sigma \mid x) = \prod_{k=1}^n \frac{q(i_k \mid x)}
+          {1 - \sum_{m < k} q(i_m \mid x)}
 
 (:func:`sequential_log_probs`). The probability of the *set* of moved coordinates
-sums this over the :math:`N!` orderings, which has no closed form; instead the
+sums this over the :math:`n!` orderings, which has no closed form; instead the
 ordering is an auxiliary variable of the move. On the space of
 :math:`(x, \sigma, v)`, with target :math:`\pi(x) P(\sigma \mid x) \prod_n
-q(v_n \mid i_n, x)`, the map :math:`(x, \sigma, v) \mapsto (x', \sigma, v')` that
+q(v_k \mid i_k, x)`, the map :math:`(x, \sigma, v) \mapsto (x', \sigma, v')` that
 applies the moves and keeps the *same* ordered sequence (with the undoing candidates
 :math:`v'`) is an involution (applied to :math:`(x', \sigma, v')` it moves the same
 coordinates back), so MH with the ratio
 
-.. math:: \frac{e^{f(x')}\, P(\sigma \mid x') \prod_n q(v'_n \mid i_n, x')}
-               {e^{f(x)}\, P(\sigma \mid x) \prod_n q(v_n \mid i_n, x)}
+.. math:: \frac{e^{f(x')}\, P(\sigma \mid x') \prod_k q(v'_k \mid i_k, x')}
+               {e^{f(x)}\, P(\sigma \mid x) \prod_k q(v_k \mid i_k, x)}
 
 leaves the extended target invariant, and its ``x`` marginal :math:`\pi`. (Reversing
 the order in the reverse move would be exact too, by the same argument; summing over
-all orderings would be exact and cost :math:`N!` terms.) A sequence that meets a
-coordinate of probability zero (fewer movable coordinates than ``N``) is rejected.
+all orderings would be exact and cost :math:`n!` terms.) A sequence that meets a
+coordinate of probability zero (fewer movable coordinates than ``n``) is rejected.
 
 **Jump radius** (ordinal coordinates): on the layout
 :meth:`CoordinateLayout.with_radius(r) <pyro_gwg.proposals.layout.CoordinateLayout.with_radius>`
@@ -98,6 +106,7 @@ __all__ = [
     "apply_move",
     "coordinate_log_probs",
     "defensive_mixture",
+    "distinct_counts",
     "distinct_draws",
     "gwg_init",
     "gwg_proposal",
@@ -301,6 +310,18 @@ def distinct_draws(log_probs: torch.Tensor, num_draws: int) -> torch.Tensor:
     return perturbed.topk(num_draws, dim=-1).indices
 
 
+def distinct_counts(num_flips: torch.Tensor) -> torch.Tensor:
+    """The number of coordinates a step without replacement moves: ``N`` or ``N - 1``
+    with probability 1/2 each (``1`` for ``N = 1``), independently of the state; see
+    the module docstring for why a fixed ``N`` would not do.
+
+    :param torch.Tensor num_flips: long ``[C]`` ``N`` per chain.
+    :rtype: torch.Tensor
+    """
+    fewer = (num_flips > 1) & (torch.rand(num_flips.shape, device=num_flips.device) < 0.5)
+    return num_flips - fewer.long()
+
+
 def sequential_log_probs(
     log_probs: torch.Tensor, draws: torch.Tensor, active: Optional[torch.Tensor] = None
 ) -> torch.Tensor:
@@ -320,7 +341,8 @@ def sequential_log_probs(
     """
     picked = log_probs.gather(1, draws)
     counted = picked if active is None else picked.masked_fill(~active, -math.inf)
-    drawn = torch.zeros_like(log_probs, dtype=torch.bool).scatter(1, draws, True)
+    drawn = torch.zeros_like(log_probs, dtype=torch.bool)
+    drawn = drawn.scatter(1, draws, torch.ones_like(draws, dtype=torch.bool))
     never = torch.logsumexp(log_probs.masked_fill(drawn, -math.inf), -1, keepdim=True)
     later = counted.flip(1).logcumsumexp(1).flip(1)  # draws n, n + 1, ...
     return picked - torch.logaddexp(never, later)
@@ -501,16 +523,20 @@ def gwg_step(
     :param int max_flips: the largest run-time number of draws, or ``None``.
     :param str balancing: balancing function in place of the temperature, or ``None``.
     :param bool replacement: draw the coordinates with replacement (Eq. 27) or
-        without (see the module docstring).
+        without (``num_flips`` or one fewer, :func:`distinct_counts`; see the module
+        docstring).
     :returns: ``(new_state, info)``.
     """
     codes, log_joint, log_q_coord, log_q_cand, flips = state
-    if max_flips is None:
-        move = sample_move(log_q_coord, log_q_cand, num_flips, replacement=replacement)
+    if max_flips is None and replacement:
+        move = sample_move(log_q_coord, log_q_cand, num_flips)
     else:
-        order = torch.arange(max_flips, device=flips.device)
-        active = order < flips.unsqueeze(-1)
-        move = sample_move(log_q_coord, log_q_cand, max_flips, active, replacement)
+        bound = num_flips if max_flips is None else max_flips
+        count = flips if max_flips is not None else torch.full_like(flips, num_flips)
+        if not replacement:
+            count = distinct_counts(count)
+        active = torch.arange(bound, device=flips.device) < count.unsqueeze(-1)
+        move = sample_move(log_q_coord, log_q_cand, bound, active, replacement)
     proposed, reverse = apply_move(codes, move, layout)
     log_joint_new, grad_new = value_and_grad(proposed)
     log_q_coord_new, log_q_cand_new = gwg_proposal(
