@@ -260,7 +260,8 @@ def sample_move(
     :param active: bool ``[C, N]``: the draws that count (a prefix of each row), or
         ``None`` for all: a number of flips below ``N`` known only at run time.
     :param bool replacement: draw the coordinates with replacement (Eq. 27) or
-        without (:func:`distinct_draws`, ``N`` distinct coordinates).
+        without (:func:`distinct_draws`: ``N`` distinct coordinates, of which the
+        active ones move).
     :rtype: GWGMove
     """
     if replacement:
@@ -269,12 +270,13 @@ def sample_move(
         draws = distinct_draws(log_q_coord, num_flips)
     if active is not None:  # an inactive draw repeats the first one: it moves nothing
         draws = torch.where(active, draws, draws[:, :1])
-    if not replacement:
+    if not replacement:  # every active draw is a distinct coordinate
         distinct = torch.ones_like(draws, dtype=torch.bool) if active is None else active
-        if log_q_cand.shape[-1] == 1:
-            return GWGMove(draws, torch.zeros_like(draws), distinct, active)
-        candidate = _draw_candidates(log_q_cand, draws)
-        if active is not None:
+        if log_q_cand.shape[-1] == 1:  # bits
+            candidate = torch.zeros_like(draws)
+        else:
+            candidate = _draw_candidates(log_q_cand, draws)
+        if active is not None:  # an inactive draw moves like the first one
             candidate = torch.where(active, candidate, candidate[:, :1])
         return GWGMove(draws, candidate, distinct, active)
     if log_q_cand.shape[-1] == 1:  # one candidate per coordinate (bits)
