@@ -219,7 +219,7 @@ def test_ais_with_gwg_options_matches_enumeration(kernel):
     pyro.set_rng_seed(0)
     couplings = lattice_couplings(3, 0.3)
     exact = float(enumerate_model(ising, couplings).log_normalizer)
-    result = ais(ising, kernel, num_particles=200, num_steps=100, model_args=(couplings,))
+    result = ais(ising, kernel, num_particles=200, num_steps=200, model_args=(couplings,))
     _within_reported_error(result.log_z, result.log_z_se, exact, max_se=0.1)
 
 
