@@ -171,7 +171,7 @@ def test_langevin_kernels_run_in_pyro_mcmc_and_the_vectorised_runner(kernel):
 
 
 def test_dula_and_dmala_in_the_estimators():
-    from pyro_gwg.contrib.estimators import ais
+    from pyro_gwg.contrib.estimators.ais import ais
     from pyro_gwg.contrib.train import PCD, learnable_ising
     from pyro_gwg.models import ising, lattice_couplings
 
