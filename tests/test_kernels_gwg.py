@@ -414,3 +414,30 @@ def test_functional_api_samples_the_exact_posterior():
             draws.append(state.codes)
     assert info.accepted.shape == (NUM_CHAINS,)
     assert_exact(torch.stack(draws, 1), _exact("coupled_binary_field"))
+
+
+def test_gwg_options_run_in_both_runners():
+    model, args = SUITE["binomial_ordinal"]
+    options = dict(balancing="barker", num_flips=2, replacement=False, radius=2)
+    pyro.set_rng_seed(0)
+    mcmc = MCMC(GWG(model, **options), num_samples=20, warmup_steps=10, disable_progbar=True)
+    mcmc.run(*args)
+    assert mcmc.get_samples()["k"].shape == (20, 2)
+    assert set(mcmc.diagnostics()["num_changed"]["chain 0"].tolist()) <= {1, 2}
+    runner = pyro_gwg.MCMC(
+        GWG(model, num_flips="auto", replacement=False, balancing="min"),
+        num_samples=20,
+        warmup_steps=20,
+        num_chains=3,
+        disable_progbar=True,
+    )
+    runner.run(*args)
+    assert runner.get_samples(group_by_chain=True)["n"].shape == (3, 20)
+
+
+@pytest.mark.slow
+def test_auto_num_flips_adapts_without_replacement():
+    kernel, run = _adapted(0.2, replacement=False)
+    assert kernel.adapted_num_flips > 1
+    rate = sum(run.diagnostics()["acceptance rate"].values()) / 16
+    assert abs(rate - 0.574) < 0.12
