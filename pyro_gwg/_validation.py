@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Optional
+from typing import Optional, Tuple
 
-__all__ = ["check_bool", "check_integer", "check_number", "is_integer"]
+from pyro_gwg.proposals.balancing import BALANCING
+
+__all__ = ["check_balancing", "check_bool", "check_integer", "check_number", "is_integer"]
 
 
 def is_integer(value, minimum: Optional[int] = None) -> bool:
@@ -77,3 +79,41 @@ def check_number(
             )
         )
     return value
+
+
+def check_balancing(
+    kernel: str, balancing: Optional[str], temperature: Optional[float]
+) -> Tuple[Optional[str], Optional[float]]:
+    r"""The ``(balancing, temperature)`` of a locally balanced proposal (GWG,
+    LocallyBalanced) from the two arguments that can set it.
+
+    ``balancing`` names the balancing function (:data:`~pyro_gwg.proposals.balancing.BALANCING`);
+    ``temperature`` :math:`\tau` gives the logits :math:`\log t / \tau`, the function
+    :math:`g(t) = t^{1 / \tau}`, balanced only for :math:`\tau = 2`, which is
+    ``balancing="sqrt"``. Neither given: ``("sqrt", 2.0)``; a temperature other than 2:
+    ``(None, tau)``; a balancing function other than ``"sqrt"``: ``(name, None)``.
+
+    :param str kernel: the kernel's name, for the messages.
+    :raises ValueError: for an unknown name, a temperature that is not a positive
+        number, or both arguments with different meanings.
+    """
+    if temperature is not None:
+        temperature = check_number(
+            "temperature", temperature, 0, math.inf, low_open=True, high_open=True
+        )
+    if balancing is not None and balancing not in BALANCING:
+        raise ValueError(
+            "balancing must be one of {}, got {!r}".format(
+                ", ".join(repr(name) for name in BALANCING), balancing
+            )
+        )
+    if balancing is None:
+        balancing = "sqrt" if temperature in (None, 2.0) else None
+    elif temperature is not None and (balancing, temperature) != ("sqrt", 2.0):
+        raise ValueError(
+            "{}(balancing={!r}, temperature={!r}) gives the proposal twice: balancing "
+            "chooses the function g(t) of the target ratio and temperature tau the "
+            "function t ** (1 / tau) (tau = 2 is balancing='sqrt'). Give one of "
+            "them.".format(kernel, balancing, temperature)
+        )
+    return balancing, (2.0 if balancing == "sqrt" else temperature)

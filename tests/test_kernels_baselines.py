@@ -39,6 +39,12 @@ KERNELS = {
     "gibbs-systematic": lambda model: Gibbs(model, scan="systematic", jit_compile=True),
     "hamming-ball-3-1": lambda model: HammingBall(model, block_size=3, jit_compile=True),
     "locally-balanced": lambda model: LocallyBalanced(model, jit_compile=True),
+    **{
+        "locally-balanced-" + g: lambda model, g=g: LocallyBalanced(
+            model, balancing=g, jit_compile=True
+        )
+        for g in ("barker", "min", "max")
+    },
 }
 
 
@@ -221,6 +227,10 @@ def test_bad_arguments_are_refused():
         LocallyBalanced(model, chunk_size=0)
     with pytest.raises(ValueError, match="temperature"):
         LocallyBalanced(model, temperature=-1.0)
+    with pytest.raises(ValueError, match="balancing must be one of"):
+        LocallyBalanced(model, balancing="cube")
+    with pytest.raises(ValueError, match=r"LocallyBalanced\(balancing='min', temperature=2"):
+        LocallyBalanced(model, balancing="min", temperature=2.0)
     with pytest.raises(ValueError, match="outside"):
         HammingBall(model, blocks=[[0, 9]]).setup(0, *args)
     with pytest.raises(ValueError, match="distinct"):

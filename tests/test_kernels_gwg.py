@@ -39,6 +39,84 @@ def test_gwg_matches_exact_posterior(name, num_flips):
     assert_exact(codes, _exact(name))
 
 
+#: GWG's options other than the default proposal (square root, with replacement)
+VARIANTS = {
+    "barker": dict(balancing="barker"),
+    "min": dict(balancing="min"),
+    "max": dict(balancing="max"),
+    "without-replacement-2": dict(num_flips=2, replacement=False),
+    "without-replacement-auto": dict(num_flips="auto", replacement=False),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.parametrize("name", sorted(SUITE))
+def test_gwg_variants_match_exact_posterior(name, variant):
+    model, args = SUITE[name]
+    pyro.set_rng_seed(0)
+    kernel = GWG(model, **VARIANTS[variant])
+    codes = draw_codes(kernel, NUM_CHAINS, NUM_SAMPLES, WARMUP, *args)
+    assert_exact(codes, _exact(name))
+    if variant.startswith("without"):  # N or N - 1 coordinates moved, never fewer
+        changed, flips = kernel.diagnostics()["num_changed"], kernel.current_num_flips
+        assert ((changed == flips) | (changed == max(flips - 1, 1))).all()
+        assert flips == 1 or (changed == flips).any() and (changed == flips - 1).any()
+
+
+@pytest.mark.parametrize(
+    "radius, num_flips, replacement", [(2, 1, True), (3, 1, True), (2, 2, False)]
+)
+@pytest.mark.parametrize("name", ["binomial_ordinal", "mixed_kinds"])
+def test_gwg_with_a_jump_radius_matches_exact_posterior(name, radius, num_flips, replacement):
+    model, args = SUITE[name]
+    pyro.set_rng_seed(0)
+    kernel = GWG(model, radius=radius, num_flips=num_flips, replacement=replacement)
+    codes = draw_codes(kernel, NUM_CHAINS, NUM_SAMPLES, WARMUP, *args)
+    assert_exact(codes, _exact(name))
+    layout = kernel.energy.layout
+    ordinal = layout.is_scalar & (layout.upper > 1)
+    jumps = (codes[:, 1:] - codes[:, :-1])[..., ordinal].abs()
+    assert 2 <= jumps.max() <= radius  # moves of more than one step, at most r
+
+
+def test_radius_one_is_the_plus_minus_one_move():
+    model, args = SUITE["binomial_ordinal"]
+    runs = []
+    for kernel in (GWG(model), GWG(model, radius=1)):
+        pyro.set_rng_seed(0)
+        runs.append(draw_codes(kernel, 4, 30, 0, *args))
+    assert torch.equal(runs[0], runs[1])
+    assert (runs[0][:, 1:] - runs[0][:, :-1]).abs().max() == 1
+
+
+def test_exactness_check_fails_for_a_sequence_scored_with_replacement(monkeypatch):
+    # without replacement, the probability of the k-th draw is renormalised over the
+    # coordinates not drawn yet; scoring the sequence as draws with replacement is not
+    # exact, and the check must notice
+    model, args = SUITE["coupled_binary_field"]
+    monkeypatch.setattr(
+        gwg_math,
+        "sequential_log_probs",
+        lambda log_probs, draws, active=None: log_probs.gather(1, draws),
+    )
+    pyro.set_rng_seed(0)
+    kernel = GWG(model, num_flips=3, replacement=False)
+    codes = draw_codes(kernel, NUM_CHAINS, NUM_SAMPLES, WARMUP, *args)
+    with pytest.raises(AssertionError, match="disagree with the exact posterior"):
+        assert_exact(codes, _exact("coupled_binary_field"))
+
+
+def test_exactness_check_fails_for_a_wrong_reverse_jump(monkeypatch):
+    # the jump of +d is undone by -d; scoring the reverse move with the forward jump is
+    # wrong, and the check must notice
+    model, args = SUITE["binomial_ordinal"]
+    monkeypatch.setattr(gwg_math.CoordinateLayout, "reverse", lambda self, old, cand, coords: cand)
+    pyro.set_rng_seed(0)
+    codes = draw_codes(GWG(model, radius=3), NUM_CHAINS, NUM_SAMPLES, WARMUP, *args)
+    with pytest.raises(AssertionError, match="disagree with the exact posterior"):
+        assert_exact(codes, _exact("binomial_ordinal"))
+
+
 def test_exactness_check_fails_for_a_broken_acceptance_ratio(monkeypatch):
     # dropping the proposal ratio q(x|x')/q(x'|x) leaves a sampler that is not exact;
     # the exactness check must notice
@@ -204,6 +282,22 @@ def test_bad_arguments_are_refused():
         GWG(model, num_flips="auto", target_accept_prob=1.0)
     with pytest.raises(ValueError, match="temperature"):
         GWG(model, temperature=0.0)
+    with pytest.raises(ValueError, match="balancing must be one of 'sqrt', 'barker', 'min'"):
+        GWG(model, balancing="exp")
+    with pytest.raises(ValueError, match=r"GWG\(balancing='barker', temperature=1.0\)"):
+        GWG(model, balancing="barker", temperature=1.0)
+    assert (GWG(model).balancing, GWG(model).temperature) == ("sqrt", 2.0)
+    assert (GWG(model, temperature=3.0).balancing, GWG(model, balancing="max").temperature) == (
+        None,
+        None,
+    )
+    with pytest.raises(TypeError, match="replacement must be a bool"):
+        GWG(model, replacement="no")
+    for bad in (0, 1.5):
+        with pytest.raises((TypeError, ValueError), match="radius"):
+            GWG(model, radius=bad)
+    with pytest.raises(ValueError, match=r"GWG\(radius=2\).*ordinal.*radius=1"):
+        GWG(model, radius=2).setup(0, *args)
     for bad in (-0.1, 1.0, float("nan"), "some"):
         with pytest.raises(ValueError, match="uniform_weight must be a number in \\[0, 1\\)"):
             GWG(model, uniform_weight=bad)
@@ -219,6 +313,19 @@ def test_more_flips_than_coordinates_is_refused():
     kernel = GWG(num_flips=6)
     with pytest.raises(ValueError, match="num_flips=6"):
         kernel.driver_for(pyro_gwg.DiscreteEnergy(model, args))
+
+
+def test_more_distinct_flips_than_movable_coordinates_is_refused():
+    # a site with a single value cannot move: without replacement, 5 distinct moves of
+    # 5 coordinates of which one is fixed would all be rejected
+    def model():
+        pyro.sample("fixed", dist.Binomial(0, 0.5))
+        with pyro.plate("bits", 4):
+            pyro.sample("x", dist.Bernoulli(0.5))
+
+    with pytest.raises(ValueError, match="num_flips=5, replacement=False.*4 that can change"):
+        GWG(model, num_flips=5, replacement=False).setup(0)
+    GWG(model, num_flips=5).setup(0)  # with replacement: allowed
 
 
 # ---------------------------------------------------------------- the defensive mixture
@@ -307,3 +414,30 @@ def test_functional_api_samples_the_exact_posterior():
             draws.append(state.codes)
     assert info.accepted.shape == (NUM_CHAINS,)
     assert_exact(torch.stack(draws, 1), _exact("coupled_binary_field"))
+
+
+def test_gwg_options_run_in_both_runners():
+    model, args = SUITE["binomial_ordinal"]
+    options = dict(balancing="barker", num_flips=2, replacement=False, radius=2)
+    pyro.set_rng_seed(0)
+    mcmc = MCMC(GWG(model, **options), num_samples=20, warmup_steps=10, disable_progbar=True)
+    mcmc.run(*args)
+    assert mcmc.get_samples()["k"].shape == (20, 2)
+    assert set(mcmc.diagnostics()["num_changed"]["chain 0"].tolist()) <= {1, 2}
+    runner = pyro_gwg.MCMC(
+        GWG(model, num_flips="auto", replacement=False, balancing="min"),
+        num_samples=20,
+        warmup_steps=20,
+        num_chains=3,
+        disable_progbar=True,
+    )
+    runner.run(*args)
+    assert runner.get_samples(group_by_chain=True)["n"].shape == (3, 20)
+
+
+@pytest.mark.slow
+def test_auto_num_flips_adapts_without_replacement():
+    kernel, run = _adapted(0.2, replacement=False)
+    assert kernel.adapted_num_flips > 1
+    rate = sum(run.diagnostics()["acceptance rate"].values()) / 16
+    assert abs(rate - 0.574) < 0.12

@@ -1,4 +1,5 @@
-"""The pure proposal functions: gains, sampling, log q, MH and detailed balance."""
+"""The pure proposal functions: gains, sampling, log q, MH and detailed balance, for
+GWG and its variants (balancing functions, draws without replacement, jump radius)."""
 
 import itertools
 import math
@@ -6,6 +7,8 @@ import math
 import pytest
 import torch
 
+import pyro_gwg.proposals.gwg as gwg_math
+from pyro_gwg._validation import check_balancing
 from pyro_gwg.proposals import (
     CoordinateLayout,
     GWGMove,
@@ -13,6 +16,8 @@ from pyro_gwg.proposals import (
     apply_move,
     coordinate_log_probs,
     defensive_mixture,
+    distinct_counts,
+    distinct_draws,
     gwg_init,
     gwg_proposal,
     gwg_step,
@@ -22,7 +27,9 @@ from pyro_gwg.proposals import (
     proposal_logits,
     sample_move,
     select,
+    sequential_log_probs,
 )
+from pyro_gwg.proposals.balancing import BALANCING, balanced_logits
 
 INF = float("inf")
 
@@ -47,6 +54,18 @@ LAYOUTS = {
     "categoricals": [("cat", 3), ("cat", 2), ("cat", 3)],
 }
 FINITE_CAP = 2  # the target puts -inf above this on unbounded coordinates
+#: layouts with a jump radius for ordinals: name -> (a key of LAYOUTS, radius)
+RADIUS_LAYOUTS = {"mixed-r2": ("mixed", 2), "ordinals-r3": ("ordinals", 3)}
+#: every layout GWG's tests run on
+GWG_LAYOUTS = sorted(LAYOUTS) + sorted(RADIUS_LAYOUTS)
+
+
+def gwg_layout(name):
+    """A layout of :data:`LAYOUTS` or :data:`RADIUS_LAYOUTS` by name."""
+    if name in RADIUS_LAYOUTS:
+        base, radius = RADIUS_LAYOUTS[name]
+        return make_layout(LAYOUTS[base]).with_radius(radius)
+    return make_layout(LAYOUTS[name])
 
 
 class Target:
@@ -122,9 +141,9 @@ def test_gains_match_the_papers_formulas():
     assert gains.squeeze(-1).tolist() == [[0.5, 2.0, -0.25]]
 
 
-@pytest.mark.parametrize("name", sorted(LAYOUTS))
+@pytest.mark.parametrize("name", GWG_LAYOUTS)
 def test_gains_are_exact_for_a_linear_log_density(name):
-    layout = make_layout(LAYOUTS[name])
+    layout = gwg_layout(name)
     target = Target(layout, quadratic=0.0)
     states = target.states()
     _, grad = target.value_and_grad(states)
@@ -141,9 +160,9 @@ def test_gains_are_exact_for_a_linear_log_density(name):
             assert torch.allclose(gains[ok, i, v], exact, atol=1e-5), (i, v)
 
 
-@pytest.mark.parametrize("name", sorted(LAYOUTS))
+@pytest.mark.parametrize("name", GWG_LAYOUTS)
 def test_moves_and_their_reverse_are_involutions(name):
-    layout = make_layout(LAYOUTS[name])
+    layout = gwg_layout(name)
     states = Target(layout).states()
     gains = layout.gains(states, torch.zeros(states.shape + (layout.grad_width,)))
     for i, v in itertools.product(range(layout.num_coords), range(layout.width)):
@@ -225,17 +244,36 @@ def test_move_log_prob_of_a_multi_flip_move():
     assert torch.allclose(move_log_prob(log_q_coord, log_q_cand, move), expected.reshape(1))
 
 
-def true_log_prob(logits, move, uniform_weight=0.0):
+def reference_logits(gains, balancing=None):
+    """Proposal logits log g(e^d) computed directly in float64 (``None``: d / 2)."""
+    t = gains.double().exp()
+    g = {
+        None: t.sqrt(),
+        "sqrt": t.sqrt(),
+        "barker": t / (1 + t),
+        "min": t.clamp(max=1.0),
+        "max": t.clamp(min=1.0),
+    }[balancing]
+    return torch.where(torch.isfinite(gains), g.log(), -INF)
+
+
+def true_log_prob(logits, move, uniform_weight=0.0, replacement=True):
     """Probability of ``move`` computed from the joint softmax mixed with the uniform
     distribution over valid moves, independently of the library: coordinates drawn from
-    the marginal, each distinct one's candidate from the conditional."""
+    the marginal (with replacement, or one after the other among those not drawn yet),
+    each distinct one's candidate from the conditional."""
     flat = logits.flatten(1)
     valid = torch.isfinite(flat).double()
     uniform = valid / valid.sum(-1, keepdim=True)
     joint = (1 - uniform_weight) * torch.softmax(flat.double(), -1) + uniform_weight * uniform
     joint = joint.reshape(logits.shape)
     marginal = joint.sum(-1)
-    log_p = marginal.gather(1, move.draws).log().sum(-1)
+    picked = marginal.gather(1, move.draws)
+    if replacement:
+        log_p = picked.log().sum(-1)
+    else:  # q(i_n) / (1 - q(i_1) - ... - q(i_{n-1}))
+        before = torch.cat([torch.zeros_like(picked[:, :1]), picked.cumsum(-1)[:, :-1]], -1)
+        log_p = (picked / (1 - before)).log().sum(-1)
     cond = joint.gather(1, move.draws.unsqueeze(-1).expand(-1, -1, logits.shape[-1]))
     cond = cond.gather(-1, move.candidate.unsqueeze(-1)).squeeze(-1) / marginal.gather(
         1, move.draws
@@ -243,9 +281,12 @@ def true_log_prob(logits, move, uniform_weight=0.0):
     return log_p + torch.where(move.distinct, cond.log(), 0.0).sum(-1)
 
 
-def _moves(layout, num_flips, num_states):
-    """Every (draw sequence, candidates of its distinct coordinates) as a GWGMove."""
+def _moves(layout, num_flips, num_states, replacement=True):
+    """Every (draw sequence, candidates of its distinct coordinates) as a GWGMove; only
+    sequences of distinct coordinates without replacement."""
     for seq in itertools.product(range(layout.num_coords), repeat=num_flips):
+        if not replacement and len(set(seq)) < num_flips:
+            continue
         firsts = [seq.index(i) for i in seq]
         distinct = torch.tensor([f == n for n, f in enumerate(firsts)])
         for cands in itertools.product(range(layout.width), repeat=int(distinct.sum())):
@@ -258,7 +299,7 @@ def _moves(layout, num_flips, num_states):
             )
 
 
-def _check_masked_draw_changes_nothing(states, move, proposal, ok, layout):
+def _check_masked_draw_changes_nothing(states, move, proposal, ok, layout, replacement):
     """The move with one more draw, inactive (a run-time number of flips below the
     number drawn), proposes the same state with the same probability both ways."""
     padded = GWGMove(
@@ -268,53 +309,91 @@ def _check_masked_draw_changes_nothing(states, move, proposal, ok, layout):
         torch.cat([torch.ones_like(move.distinct), torch.zeros_like(move.distinct[:, :1])], 1),
     )
     proposal = tuple(t[ok] for t in proposal)
-    assert torch.equal(move_log_prob(*proposal, padded), move_log_prob(*proposal, move))
+    assert torch.allclose(
+        move_log_prob(*proposal, padded, replacement), move_log_prob(*proposal, move, replacement)
+    )
     new, reverse = apply_move(states, move, layout)
     new_padded, reverse_padded = apply_move(states, padded, layout)
     assert torch.equal(new, new_padded)
     assert torch.equal(reverse_padded.candidate[:, :-1], reverse.candidate)
 
 
-@pytest.mark.parametrize("uniform_weight", [0.0, 0.3])
-@pytest.mark.parametrize("num_flips", [1, 2])
-@pytest.mark.parametrize("name", sorted(LAYOUTS))
-def test_detailed_balance_of_every_move(name, num_flips, uniform_weight):
+def check_detailed_balance(layout, num_flips, uniform_weight, balancing=None, replacement=True):
     """p(x) q(move|x) a(x->x') = p(x') q(reverse|x') a(x'->x) for every state and move.
 
-    q is computed independently of the library (``true_log_prob``); the acceptance
-    probability ``a`` uses the library's ``move_log_prob``. The target puts -inf above
-    ``FINITE_CAP`` on unbounded coordinates, so moves out of the finite space are
-    rejected and balance holds on it.
+    q is computed independently of the library (``reference_logits``,
+    ``true_log_prob``); the acceptance probability ``a`` uses the library's
+    ``gwg_proposal`` and ``move_log_prob``. The target puts -inf above ``FINITE_CAP``
+    on unbounded coordinates, so moves out of the finite space are rejected and balance
+    holds on it. Returns the number of (state, move) pairs checked.
     """
-    layout = make_layout(LAYOUTS[name])
     target = Target(layout)
     states = target.states()
     f, grad = target.value_and_grad(states)
-    logits = proposal_logits(layout.gains(states, grad))
-    proposal = gwg_proposal(states, grad, layout, uniform_weight=uniform_weight)
+
+    def library(codes, grad):
+        return gwg_proposal(codes, grad, layout, uniform_weight=uniform_weight, balancing=balancing)
+
+    logits = reference_logits(layout.gains(states, grad), balancing)
+    proposal = library(states, grad)
     checked = 0
-    for move in _moves(layout, num_flips, len(states)):
-        true_fwd = true_log_prob(logits, move, uniform_weight)
+    for move in _moves(layout, num_flips, len(states), replacement):
+        true_fwd = true_log_prob(logits, move, uniform_weight, replacement)
         ok = torch.isfinite(true_fwd)
         if not ok.any():
             continue
-        log_fwd = move_log_prob(*proposal, move)[ok]
+        log_fwd = move_log_prob(*proposal, move, replacement)[ok]
+        assert torch.allclose(log_fwd.double(), true_fwd[ok], atol=1e-4)
         move = GWGMove(*(t[ok] for t in move[:3]))
         new, reverse = apply_move(states[ok], move, layout)
-        _check_masked_draw_changes_nothing(states[ok], move, proposal, ok, layout)
+        _check_masked_draw_changes_nothing(states[ok], move, proposal, ok, layout, replacement)
         f_new, grad_new = target.value_and_grad(new)
-        logits_new = proposal_logits(layout.gains(new, grad_new))
-        true_rev = true_log_prob(logits_new, reverse, uniform_weight)
-        log_rev = move_log_prob(
-            *gwg_proposal(new, grad_new, layout, uniform_weight=uniform_weight), reverse
-        )
+        logits_new = reference_logits(layout.gains(new, grad_new), balancing)
+        true_rev = true_log_prob(logits_new, reverse, uniform_weight, replacement)
+        log_rev = move_log_prob(*library(new, grad_new), reverse, replacement)
         log_ratio = f_new - f[ok] + log_rev - log_fwd
         forward = f[ok] + true_fwd[ok] + accept_probability(log_ratio).log()
         backward = f_new + true_rev + accept_probability(-log_ratio).log()
         both = torch.isfinite(forward) | torch.isfinite(backward)
         assert torch.allclose(forward[both], backward[both], atol=1e-4)
         checked += int(both.sum())
-    assert checked > 20
+    return checked
+
+
+@pytest.mark.parametrize("uniform_weight", [0.0, 0.3])
+@pytest.mark.parametrize("num_flips", [1, 2])
+@pytest.mark.parametrize("name", GWG_LAYOUTS)
+def test_detailed_balance_of_every_move(name, num_flips, uniform_weight):
+    assert check_detailed_balance(gwg_layout(name), num_flips, uniform_weight) > 20
+
+
+#: GWG's options other than the default (balancing "sqrt", with replacement)
+VARIANTS = {
+    "barker": dict(balancing="barker"),
+    "min": dict(balancing="min"),
+    "max": dict(balancing="max"),
+    "without-replacement": dict(replacement=False),
+    "without-replacement-barker": dict(replacement=False, balancing="barker"),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.parametrize("num_flips", [1, 2])
+@pytest.mark.parametrize("name", GWG_LAYOUTS)
+def test_detailed_balance_of_every_variant(name, num_flips, variant):
+    assert check_detailed_balance(gwg_layout(name), num_flips, 0.3, **VARIANTS[variant]) > 20
+
+
+def test_detailed_balance_check_fails_for_a_move_scored_with_replacement(monkeypatch):
+    # scoring a sequence of distinct coordinates without renormalising (as if drawn with
+    # replacement) breaks the MH ratio; the check must notice
+    monkeypatch.setattr(
+        gwg_math,
+        "sequential_log_probs",
+        lambda log_probs, draws, active=None: log_probs.gather(1, draws),
+    )
+    with pytest.raises(AssertionError):
+        check_detailed_balance(gwg_layout("mixed"), 2, 0.3, replacement=False)
 
 
 def test_defensive_mixture_keeps_every_valid_move_possible():
@@ -351,10 +430,10 @@ def test_select_broadcasts_over_trailing_dimensions():
 
 
 @pytest.mark.parametrize("num_flips", [1, 3])
-@pytest.mark.parametrize("name", sorted(LAYOUTS))
+@pytest.mark.parametrize("name", GWG_LAYOUTS)
 def test_gwg_step_carries_a_consistent_cache(name, num_flips):
     torch.manual_seed(1)
-    layout = make_layout(LAYOUTS[name])
+    layout = gwg_layout(name)
     target = Target(layout)
     state = gwg_init(target.states()[:1].expand(8, -1), target.value_and_grad, layout)
     for _ in range(20):
@@ -368,3 +447,103 @@ def test_gwg_step_carries_a_consistent_cache(name, num_flips):
         assert torch.allclose(state.log_q_cand[finite], log_q_cand[finite])
         assert (info.num_changed >= 1).all() and (info.num_changed <= num_flips).all()
         assert ((info.accept_prob >= 0) & (info.accept_prob <= 1)).all()
+
+
+# ------------------------------------------------------------------ balancing functions
+
+
+@pytest.mark.parametrize("balancing", sorted(BALANCING))
+def test_balancing_functions_are_locally_balanced_and_stable(balancing):
+    s = torch.cat([torch.linspace(-30, 30, 121), torch.tensor([-1e4, -200.0, 200.0, 1e4])])
+    s = s.double()
+    log_g = balanced_logits(s, balancing)
+    # g(t) = t g(1/t), in log space
+    assert torch.allclose(log_g, s + balanced_logits(-s, balancing), atol=1e-9)
+    assert torch.isfinite(log_g).all()  # no overflow at |log t| = 1e4
+    moderate = s.abs() <= 30
+    expected = reference_logits(s[moderate], None if balancing == "sqrt" else balancing)
+    assert torch.allclose(log_g[moderate], expected, atol=1e-9)
+    invalid = balanced_logits(torch.tensor([-INF, 0.0]), balancing)
+    assert invalid[0] == -INF and torch.isfinite(invalid[1])
+
+
+def test_sqrt_balancing_is_temperature_two():
+    layout = make_layout(LAYOUTS["mixed"])
+    gains = layout.gains(torch.tensor([[0, 1, 2, 1, 3]]), torch.randn(1, 5, 3))
+    assert torch.equal(proposal_logits(gains, 2.0), proposal_logits(gains, balancing="sqrt"))
+    assert torch.equal(proposal_logits(gains, 0.5), gains / 0.5)
+
+
+def test_balancing_and_temperature_resolve_to_one_proposal():
+    assert check_balancing("GWG", None, None) == ("sqrt", 2.0)
+    assert check_balancing("GWG", None, 2) == ("sqrt", 2.0)
+    assert check_balancing("GWG", "sqrt", 2.0) == ("sqrt", 2.0)
+    assert check_balancing("GWG", None, 1.0) == (None, 1.0)
+    assert check_balancing("GWG", "barker", None) == ("barker", None)
+    with pytest.raises(ValueError, match=r"GWG\(balancing='barker', temperature=2.0\).*one of"):
+        check_balancing("GWG", "barker", 2.0)
+    with pytest.raises(ValueError, match="balancing='sqrt', temperature=1.0"):
+        check_balancing("GWG", "sqrt", 1.0)
+    with pytest.raises(ValueError, match="balancing must be one of 'sqrt', 'barker'"):
+        check_balancing("GWG", "cubic", None)
+    with pytest.raises(ValueError, match="temperature"):
+        check_balancing("GWG", None, -1.0)
+
+
+# ------------------------------------------------------------------ draws without replacement
+
+
+def test_distinct_draws_follow_sequential_draws_without_replacement():
+    torch.manual_seed(0)
+    probs = torch.tensor([0.5, 0.3, 0.15, 0.05, 0.0])
+    num = 60000
+    log_probs = probs.log().expand(num, -1)
+    draws = distinct_draws(log_probs, 2)
+    assert (draws[:, 0] != draws[:, 1]).all() and (draws < 4).all()
+    pairs = [(i, j) for i in range(4) for j in range(4) if i != j]
+    index = torch.tensor(pairs)
+    exact = probs[index[:, 0]] * probs[index[:, 1]] / (1 - probs[index[:, 0]])
+    library = sequential_log_probs(probs.log().expand(len(pairs), -1), index).sum(-1).exp()
+    assert torch.allclose(library, exact, atol=1e-6)
+    assert torch.allclose(exact.sum(), torch.tensor(1.0))
+    freq = (draws.unsqueeze(1) == index).all(-1).float().mean(0)
+    se = (exact * (1 - exact) / num).sqrt()
+    assert ((freq - exact).abs() / se).max() < 4.5
+
+
+def test_sequential_log_probs_keep_their_precision_when_one_draw_takes_nearly_all():
+    probs = torch.tensor([[1 - 3e-9, 1e-9, 2e-9]], dtype=torch.float64)
+    log_q = sequential_log_probs(probs.log(), torch.tensor([[0, 2, 1]]))
+    # the second draw picks 2e-9 out of the 3e-9 left: probability 2/3, then 1
+    assert torch.allclose(log_q[0, 1:].exp(), torch.tensor([2 / 3, 1.0], dtype=torch.float64))
+    # inactive draws (repeating the first) leave the active ones as they are
+    masked = sequential_log_probs(
+        probs.log(), torch.tensor([[0, 2, 0]]), torch.tensor([[True, True, False]])
+    )
+    assert torch.allclose(masked[0, :2], log_q[0, :2])
+
+
+def test_distinct_counts_are_n_or_one_fewer_with_even_odds():
+    torch.manual_seed(0)
+    counts = distinct_counts(torch.tensor([1, 2, 5]).repeat(20000))
+    counts = counts.reshape(20000, 3)
+    assert (counts[:, 0] == 1).all()
+    for column, n in ((1, 2), (2, 5)):
+        assert ((counts[:, column] == n) | (counts[:, column] == n - 1)).all()
+        assert abs(float((counts[:, column] == n).float().mean()) - 0.5) < 0.015
+
+
+@pytest.mark.parametrize("name", ["mixed", "bits"])
+def test_sample_move_without_replacement_moves_every_active_draw(name):
+    torch.manual_seed(0)
+    layout = make_layout(LAYOUTS[name])
+    codes = Target(layout).states()[3:4].expand(500, -1)
+    logits = proposal_logits(
+        layout.gains(codes, torch.randn(500, layout.num_coords, layout.grad_width))
+    )
+    proposal = coordinate_log_probs(logits)
+    active = torch.arange(3) < torch.randint(1, 4, (500, 1))
+    move = sample_move(*proposal, 3, active, replacement=False)
+    assert torch.equal(move.distinct, active)
+    new, _ = apply_move(codes, move, layout)
+    assert torch.equal((new != codes).sum(-1), active.sum(-1))

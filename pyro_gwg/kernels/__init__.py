@@ -19,6 +19,8 @@ REGISTRY = {
     "NCG": "ncg",
     "AVG": "ncg",
     "PAVG": "ncg",
+    "DMALA": "langevin",
+    "DULA": "langevin",
     "Gibbs": "gibbs",
     "HammingBall": "hamming_ball",
     "LocallyBalanced": "locally_balanced",

@@ -10,8 +10,9 @@ builds the model's density (:class:`~pyro_gwg.DiscreteEnergy`) and a
 the transitions; :meth:`sample` takes one of them for :class:`pyro.infer.MCMC`.
 
 Declared traits replace type checks: :attr:`DiscreteKernel.needs_gradient` (the step
-evaluates the gradient of the log density) and :attr:`DiscreteKernel.evaluates_states`
-(the step evaluates the log density at many states at once, batched).
+evaluates the gradient of the log density), :attr:`DiscreteKernel.evaluates_states`
+(the step evaluates the log density at many states at once, batched) and
+:attr:`DiscreteKernel.exact` (the transitions leave the density invariant).
 """
 
 from __future__ import annotations
@@ -97,6 +98,13 @@ class DiscreteKernel(MCMCKernel):
     #: model's arguments instead (:class:`pyro_gwg.contrib.kernels.RBMBlockGibbs`); code
     #: that steps a kernel under a density of its own (the estimators) refuses it.
     targets_bound_density: bool = True
+    #: Declared trait: whether the transitions leave the density they sample exactly
+    #: invariant (an MH-corrected or Gibbs kernel). ``False`` for an uncorrected
+    #: sampler (:class:`~pyro_gwg.kernels.langevin.DULA`), whose stationary law differs
+    #: from the target by a bias that its documentation states; the exactness tests
+    #: check such a kernel against its own stationary law, and the estimators that
+    #: need invariance (AIS, ARM) warn.
+    exact: bool = True
 
     def __init__(
         self,

@@ -7,7 +7,13 @@ from typing import Optional, Union
 
 from pyro.infer.autoguide.initialization import init_to_sample
 
-from pyro_gwg._validation import check_bool, check_number, is_integer
+from pyro_gwg._validation import (
+    check_balancing,
+    check_bool,
+    check_integer,
+    check_number,
+    is_integer,
+)
 from pyro_gwg.adaptation import NumFlipsAdaptation
 from pyro_gwg.kernels.base import DiscreteKernel
 from pyro_gwg.proposals.algorithm import Algorithm
@@ -32,7 +38,8 @@ class GWG(DiscreteKernel):
       support (unbounded supports, e.g. ``Poisson``, move by :math:`\pm 1` too).
 
     The proposal is :math:`q(i, v \mid x) = \mathrm{Softmax}(\tilde d / \tau)` over all
-    moves of all sites jointly, accepted with probability
+    moves of all sites jointly (with ``balancing``, :math:`\mathrm{Softmax}(\log
+    g(e^{\tilde d}))` for the balancing function ``g``), accepted with probability
 
     .. math:: \min\Big(1, e^{f(x') - f(x)} \frac{q(i, v' \mid x')}{q(i, v \mid x)}\Big)
 
@@ -45,7 +52,14 @@ class GWG(DiscreteKernel):
     chain; under :math:`q_w` every move keeps probability at least
     :math:`w / |N(x)|` in both directions. ``num_flips = N > 1`` draws ``N`` coordinates
     with replacement and moves each distinct one (Appendix D, Eq. 27; see
-    :mod:`pyro_gwg.proposals.gwg`).
+    :mod:`pyro_gwg.proposals.gwg`); with ``replacement=False`` it draws ``N`` or
+    ``N - 1`` distinct coordinates (probability 1/2 each: exactly ``N`` moves of bits
+    would keep the parity of their sum and the chain would not be irreducible) one after
+    the other, and every one of them moves (the ordered sequence is an auxiliary
+    variable of an exact MH step; the derivation is in :mod:`pyro_gwg.proposals.gwg`).
+    ``radius = r > 1`` lets ordinal coordinates jump to any value within distance ``r``
+    (inside their support) in one move, with the first-order estimate
+    :math:`\tilde d = g_i \delta` for a step :math:`\delta`.
     Each step costs one forward and one backward pass of the model, at the proposed
     state. The proposal is a valid MH proposal whatever the gradient, so the chain
     targets the exact posterior even where the gradient is uninformative.
@@ -59,6 +73,20 @@ class GWG(DiscreteKernel):
     (chains share one ``N``; each new value compiles the transition once more), starting
     from ``num_flips``. ``num_flips="auto"`` adapts starting from
     :math:`\sqrt{D} / 2.5` (``D`` coordinates), which it keeps when there is no warmup.
+    The adaptation works with ``replacement=False`` too (the first ``n`` of a run-time
+    bound of distinct draws are a sequence of ``n`` draws without replacement).
+
+    **Balancing function.** ``balancing`` chooses :math:`g` with
+    :math:`g(t) = t\, g(1/t)` (see :mod:`pyro_gwg.proposals.balancing`): ``"sqrt"``
+    (:math:`\sqrt t`, the paper's choice and the default, identical to
+    ``temperature=2``), ``"barker"`` (:math:`t / (1 + t)`), ``"min"``
+    (:math:`\min(1, t)`) or ``"max"`` (:math:`\max(1, t)`). ``temperature`` is the
+    older way to shape the proposal, :math:`g(t) = t^{1/\tau}`, balanced only for
+    :math:`\tau = 2`; giving both with different meanings (anything but
+    ``balancing="sqrt", temperature=2``) is a :class:`ValueError`. The attributes
+    ``balancing`` and ``temperature`` hold the proposal in force: ``("sqrt", 2.0)`` by
+    default, ``(None, tau)`` for another temperature, ``(name, None)`` for another
+    balancing function.
 
     Per-draw statistics: ``accepted``, ``accept_prob``, ``num_changed``,
     ``energy_evals``, ``grad_evals`` and ``log_joint`` (see
@@ -73,8 +101,17 @@ class GWG(DiscreteKernel):
     :type num_flips: int or str
     :param bool adapt_num_flips: adapt ``num_flips`` during warmup (default ``False``;
         implied by ``num_flips="auto"``).
-    :param float temperature: proposal temperature :math:`\tau`; 2 is the locally
-        balanced choice of the paper.
+    :param float temperature: proposal temperature :math:`\tau`; 2 (the default) is the
+        locally balanced choice of the paper, ``balancing="sqrt"``.
+    :param str balancing: balancing function: ``"sqrt"`` (default), ``"barker"``,
+        ``"min"`` or ``"max"``.
+    :param bool replacement: with ``num_flips > 1``, draw the coordinates with
+        replacement (default ``True``, Eq. 27: a coordinate drawn twice moves once) or
+        without (``False``: ``num_flips`` or ``num_flips - 1`` distinct coordinates
+        move, with probability 1/2 each).
+    :param int radius: largest jump of an ordinal (bounded or unbounded integer)
+        coordinate in one move (default 1: :math:`\pm 1`); needs a model with such a
+        coordinate.
     :param float uniform_weight: weight :math:`w` in :math:`[0, 1)` of the uniform
         component of the proposal (default 0.05; 0 is the paper's proposal).
     :param float target_accept_prob: acceptance probability that the adaptation of
@@ -108,7 +145,10 @@ class GWG(DiscreteKernel):
         *,
         num_flips: Union[int, str] = 1,
         adapt_num_flips: bool = False,
-        temperature: float = 2.0,
+        temperature: Optional[float] = None,
+        balancing: Optional[str] = None,
+        replacement: bool = True,
+        radius: int = 1,
         uniform_weight: float = 0.05,
         target_accept_prob: float = 0.574,
         jit_compile: Union[bool, str] = "auto",
@@ -120,9 +160,9 @@ class GWG(DiscreteKernel):
                 "num_flips must be a positive integer or 'auto', got {!r}".format(num_flips)
             )
         self.num_flips = num_flips if num_flips == "auto" else int(num_flips)
-        self.temperature = check_number(
-            "temperature", temperature, 0, math.inf, low_open=True, high_open=True
-        )
+        self.balancing, self.temperature = check_balancing("GWG", balancing, temperature)
+        self.replacement = check_bool("replacement", replacement)
+        self.radius = check_integer("radius", radius, 1, "largest jump of an ordinal")
         self.uniform_weight = check_number("uniform_weight", uniform_weight, 0, 1, high_open=True)
         self.target_accept_prob = check_number(
             "target_accept_prob", target_accept_prob, 0, 1, low_open=True, high_open=True
@@ -164,7 +204,16 @@ class GWG(DiscreteKernel):
         """
         if num_flips is None:
             num_flips = self._start_num_flips(density.layout.num_coords)
-        return build_gwg(density, self.temperature, num_flips, self.uniform_weight, max_flips)
+        return build_gwg(
+            density,
+            2.0 if self.temperature is None else self.temperature,
+            num_flips,
+            self.uniform_weight,
+            max_flips,
+            balancing=self.balancing,
+            replacement=self.replacement,
+            radius=self.radius,
+        )
 
     def adaptation(self, density, num_warmup: int) -> Optional[NumFlipsAdaptation]:
         if not self.adapt_num_flips:
@@ -182,7 +231,8 @@ class GWG(DiscreteKernel):
         return self._adaptation.adapted if self._adaptation is not None else None
 
     def _check_density(self, density) -> None:
-        num_coords = density.layout.num_coords
+        layout = density.layout
+        num_coords = layout.num_coords
         # (one coordinate drawn N times moves once, like N = 1: nothing to refuse)
         if self.num_flips != "auto" and self.num_flips > num_coords > 1:
             raise ValueError(
@@ -192,6 +242,22 @@ class GWG(DiscreteKernel):
                 "it during warmup.".format(
                     type(self).__name__, self.num_flips, num_coords, num_coords
                 )
+            )
+        movable = int((layout.num_values() > 1).sum())
+        if not self.replacement and self.num_flips != "auto" and self.num_flips > movable:
+            raise ValueError(
+                "GWG(num_flips={}, replacement=False) moves up to {} distinct "
+                "coordinates per step but the model has {} that can change: those "
+                "proposals would all be rejected. Use num_flips <= {}.".format(
+                    self.num_flips, self.num_flips, movable, movable
+                )
+            )
+        ordinal = layout.is_scalar & (layout.num_values() > 2)
+        if self.radius > 1 and not bool(ordinal.any()):
+            raise ValueError(
+                "GWG(radius={}) sets the largest jump of ordinal coordinates, but the "
+                "model has none (bits and categories move to any of their values "
+                "already): use radius=1.".format(self.radius)
             )
 
     def _stuck_advice(self) -> str:

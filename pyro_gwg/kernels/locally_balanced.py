@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import math
 from typing import Optional, Union
 
 from pyro.infer.autoguide.initialization import init_to_sample
 
-from pyro_gwg._validation import check_number
+from pyro_gwg._validation import check_balancing
 from pyro_gwg.kernels.evaluating import EvaluatingKernel
 from pyro_gwg.proposals.algorithm import Algorithm
 from pyro_gwg.proposals.locally_balanced import build_locally_balanced
@@ -24,7 +23,12 @@ class LocallyBalanced(EvaluatingKernel):
     .. math:: q(x' \mid x) \propto e^{(f(x') - f(x)) / \tau}, \quad x' \in N(x),
 
     :math:`N(x)` the moves GWG proposes (bits flip, categories switch, ordinals step
-    by :math:`\pm 1`) and :math:`\tau = 2` the square-root balancing function. This is
+    by :math:`\pm 1`) and :math:`\tau = 2` the square-root balancing function; with
+    ``balancing``, :math:`q(x' \mid x) \propto g(e^{f(x') - f(x)})` for the balancing
+    function ``g`` (``"sqrt"``, ``"barker"``, ``"min"`` or ``"max"``; see
+    :mod:`pyro_gwg.proposals.balancing`). ``balancing`` and ``temperature`` interact as
+    for :class:`~pyro_gwg.kernels.gwg.GWG`: one of them, or ``balancing="sqrt"`` with
+    ``temperature=2``. This is
     the proposal Gibbs-With-Gradients approximates to first order (Grathwohl et al.
     2021, Eq. 2); it needs :math:`f` at every neighbour, ``D * M`` log-joint
     evaluations per step and chain (``M`` = 1 for bits), run in batches of
@@ -35,7 +39,10 @@ class LocallyBalanced(EvaluatingKernel):
     :class:`~pyro_gwg.DiscreteKernel`).
 
     :param callable model: a Pyro model whose latent sites are discrete.
-    :param float temperature: proposal temperature :math:`\tau`.
+    :param float temperature: proposal temperature :math:`\tau` (default 2,
+        ``balancing="sqrt"``).
+    :param str balancing: balancing function: ``"sqrt"`` (default), ``"barker"``,
+        ``"min"`` or ``"max"``.
     :param int chunk_size: most states per batched run of the model.
     :param jit_compile: compilation of the whole transition: ``"auto"`` (default),
         ``True``, ``"inductor"``, ``"make_fx"`` or ``False``; see
@@ -48,15 +55,14 @@ class LocallyBalanced(EvaluatingKernel):
         self,
         model=None,
         *,
-        temperature: float = 2.0,
+        temperature: Optional[float] = None,
+        balancing: Optional[str] = None,
         chunk_size: int = 4096,
         jit_compile: Union[bool, str] = "auto",
         max_plate_nesting: Optional[int] = None,
         init_strategy=init_to_sample,
     ) -> None:
-        temperature = check_number(
-            "temperature", temperature, 0, math.inf, low_open=True, high_open=True
-        )
+        balancing, temperature = check_balancing("LocallyBalanced", balancing, temperature)
         super().__init__(
             model,
             chunk_size=chunk_size,
@@ -64,7 +70,7 @@ class LocallyBalanced(EvaluatingKernel):
             max_plate_nesting=max_plate_nesting,
             init_strategy=init_strategy,
         )
-        self.temperature = float(temperature)
+        self.balancing, self.temperature = balancing, temperature
 
     def build(self, density) -> Algorithm:
         """The locally balanced sampler on ``density``:
@@ -73,4 +79,9 @@ class LocallyBalanced(EvaluatingKernel):
 
         :rtype: Algorithm
         """
-        return build_locally_balanced(density, self.temperature, self.chunk_size)
+        return build_locally_balanced(
+            density,
+            2.0 if self.temperature is None else self.temperature,
+            self.chunk_size,
+            balancing=self.balancing,
+        )

@@ -7,6 +7,8 @@ from pyro_gwg.proposals.gwg import (
     apply_move,
     coordinate_log_probs,
     defensive_mixture,
+    distinct_counts,
+    distinct_draws,
     gwg_init,
     gwg_proposal,
     gwg_step,
@@ -14,6 +16,7 @@ from pyro_gwg.proposals.gwg import (
     move_log_prob,
     proposal_logits,
     sample_move,
+    sequential_log_probs,
 )
 from pyro_gwg.proposals.layout import CoordinateLayout
 from pyro_gwg.proposals.mh import accept_probability, metropolis_hastings, select
@@ -27,6 +30,8 @@ __all__ = [
     "accept_probability",
     "coordinate_log_probs",
     "defensive_mixture",
+    "distinct_counts",
+    "distinct_draws",
     "gwg_init",
     "gwg_proposal",
     "gwg_step",
@@ -36,4 +41,5 @@ __all__ = [
     "proposal_logits",
     "sample_move",
     "select",
+    "sequential_log_probs",
 ]

@@ -1,4 +1,4 @@
-"""The flat coordinate layout shared by every proposal.
+r"""The flat coordinate layout shared by every proposal.
 
 Kernels hold the state of all latent discrete sites of a model as one integer tensor
 ``codes`` of shape ``[C, D]``: ``C`` chains, ``D`` coordinates. A coordinate is one
@@ -21,6 +21,13 @@ a scalar coordinate has candidate 0 (one step down) and 1 (one step up); a categ
 coordinate has candidate ``k`` (switch to category ``k``). A model whose coordinates
 are all scalar packs its gradient as ``[C, D, 1]``; one whose coordinates are all bits
 has a single candidate per coordinate, 0 (flip), so ``M = 1``.
+
+A layout with a jump ``radius`` :math:`r > 1` (:meth:`CoordinateLayout.with_radius`)
+gives each scalar coordinate the ``2 r`` candidates ``j = 0 .. 2r - 1``, the steps
+:math:`\delta_j = j - r` for :math:`j < r` and :math:`j - r + 1` for :math:`j \ge r`
+(:math:`-r, \dots, -1, 1, \dots, r`); :math:`r = 1` is the layout above. The step of
+candidate ``j`` is undone by candidate :math:`2r - 1 - j`. Bits keep their single
+candidate whatever the radius (a bit has one other value).
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ class CoordinateLayout:
         (may be ``inf``).
     :param torch.Tensor num_categories: long ``[D]``, ``K`` of categorical coordinates
         (ignored for scalar ones).
+    :param int radius: largest step of a scalar coordinate's moves (default 1).
     """
 
     def __init__(
@@ -50,7 +58,9 @@ class CoordinateLayout:
         lower: torch.Tensor,
         upper: torch.Tensor,
         num_categories: torch.Tensor,
+        radius: int = 1,
     ) -> None:
+        self.radius = int(radius)
         self.is_scalar = is_scalar.bool()
         self.lower = lower.float()
         self.upper = upper.float()
@@ -60,11 +70,14 @@ class CoordinateLayout:
         self.all_categorical = not bool(self.is_scalar.any())
         self.all_binary = self.all_scalar and bool(((self.lower == 0) & (self.upper == 1)).all())
         widest = int(self.num_categories[~self.is_scalar].max()) if not self.all_scalar else 0
-        self.width = 1 if self.all_binary else max(2 if not self.all_categorical else 0, widest)
-        self.grad_width = 1 if self.all_scalar else self.width
-        slot = torch.arange(self.width)
+        # the gradient is packed as for radius 1, whatever the radius
+        self.grad_width = 1 if self.all_scalar else max(0 if self.all_categorical else 2, widest)
+        scalar_slots = 0 if self.all_categorical else 2 * self.radius
+        self.width = 1 if self.all_binary else max(scalar_slots, widest)
+        slot = torch.arange(self.width, device=self.is_scalar.device)
         self._slot = slot
-        self._steps = (2 * slot - 1).float()
+        r = self.radius
+        self._steps = torch.where(slot < r, slot - r, slot - r + 1).float()
 
     def to(self, device: torch.device) -> CoordinateLayout:
         """Copy of the layout on ``device``."""
@@ -73,7 +86,18 @@ class CoordinateLayout:
             self.lower.to(device),
             self.upper.to(device),
             self.num_categories.to(device),
+            self.radius,
         )
+
+    def with_radius(self, radius: int) -> CoordinateLayout:
+        """The same coordinates, with scalar moves of up to ``radius`` steps either way.
+
+        :param int radius: a positive integer.
+        :rtype: CoordinateLayout
+        """
+        if radius == self.radius:
+            return self
+        return CoordinateLayout(self.is_scalar, self.lower, self.upper, self.num_categories, radius)
 
     def num_values(self) -> torch.Tensor:
         """Number of values each coordinate can take (``inf`` for unbounded ordinals).
@@ -88,30 +112,35 @@ class CoordinateLayout:
         Scalar coordinate ``i``, candidate ``v`` in {0: down, 1: up}:
         :math:`\tilde d_{iv} = g_i (x'_i - x_i) = \pm g_i` (Grathwohl et al. 2021
         [Grathwohl2021]_, Eq. 3 for bits,
-        whose one valid move is a flip). Categorical coordinate ``i``, category ``k``:
+        whose one valid move is a flip); with a radius :math:`r > 1`,
+        :math:`\tilde d_{iv} = g_i \delta_v` for the step :math:`\delta_v` of candidate
+        ``v``. Categorical coordinate ``i``, category ``k``:
         :math:`\tilde d_{ik} = g_{ik} - g_{i x_i}` (Grathwohl et al. 2021 [Grathwohl2021]_, Eq.
         4). Moves that leave
         the support, or keep a categorical coordinate where it is, get ``-inf``.
 
         :param torch.Tensor codes: long ``[C, D]`` current state.
         :param torch.Tensor grad: float packed gradient, ``[C, D, 1]`` when every
-            coordinate is scalar, else ``[C, D, M]``.
+            coordinate is scalar, else ``[C, D, grad_width]``.
         :returns: float ``[C, D, M]`` gains, ``-inf`` where the move is invalid.
         """
         x = codes.unsqueeze(-1)
         if self.all_binary:
             return grad * (1 - 2 * x)
         if self.all_scalar:
-            gain = grad[..., :1] * self._steps.to(grad.dtype)
-            valid = torch.cat([x > self.lower.unsqueeze(-1), x < self.upper.unsqueeze(-1)], -1)
-            return gain.masked_fill(~valid, -float("inf"))
+            step = self._steps.to(grad.dtype)
+            target = x + step
+            valid = (target >= self.lower.unsqueeze(-1)) & (target <= self.upper.unsqueeze(-1))
+            return (grad[..., :1] * step).masked_fill(~valid, -float("inf"))
         slot = self._slot
+        if grad.shape[-1] < self.width:  # room for the 2 r steps of a radius r > 1
+            grad = torch.nn.functional.pad(grad, (0, self.width - grad.shape[-1]))
         parts = []
         if not self.all_categorical:
             step = self._steps.to(grad.dtype)
             target = x + step
             valid = (
-                (slot < 2)
+                (slot < 2 * self.radius)
                 & (target >= self.lower.unsqueeze(-1))
                 & (target <= self.upper.unsqueeze(-1))
             )
@@ -150,7 +179,10 @@ class CoordinateLayout:
             return candidate
         if self.all_binary:
             return 1 - values
-        stepped = values + 2 * candidate - 1
+        if self.radius == 1:
+            stepped = values + 2 * candidate - 1
+        else:
+            stepped = values + self._steps.long()[candidate]
         if self.all_scalar:
             return stepped
         return torch.where(self._scalar_at(coords), stepped, candidate)
@@ -172,7 +204,7 @@ class CoordinateLayout:
             return values
         if self.all_binary:
             return candidate
-        flipped = 1 - candidate
+        flipped = 2 * self.radius - 1 - candidate
         if self.all_scalar:
             return flipped
         return torch.where(self._scalar_at(coords), flipped, values)

@@ -8,7 +8,10 @@ flip, categories switch to any other category, ordinals step by :math:`\pm 1`; s
 
 with the *exact* log-density differences where GWG uses the first-order estimate
 :math:`\tilde d`; :math:`\tau = 2` is the square-root balancing function
-:math:`g(t) = \sqrt t`. Moves are accepted with probability
+:math:`g(t) = \sqrt t`. Another balancing function ``g``
+(:mod:`pyro_gwg.proposals.balancing`) gives
+:math:`q(i, v \mid x) \propto g\big(e^{f(x_{i \leftarrow v}) - f(x)}\big)`. Moves
+are accepted with probability
 :math:`\min(1, e^{f(x') - f(x)} q(x \mid x') / q(x' \mid x))`.
 
 Every step evaluates the log joint at all ``D * M`` neighbours of the proposed state
@@ -19,7 +22,7 @@ states; the neighbours of the current state are cached in the state, and so is
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple, Tuple
+from typing import Callable, NamedTuple, Optional, Tuple
 
 import torch
 
@@ -89,15 +92,17 @@ def neighbour_log_joints(
 
 
 def locally_balanced_proposal(
-    state: LocallyBalancedState, temperature: float = 2.0
+    state: LocallyBalancedState, temperature: float = 2.0, balancing: Optional[str] = None
 ) -> Tuple[torch.Tensor, torch.Tensor]:
     """``(log q(i | x) [C, D], log q(v | i, x) [C, D, M])`` of the proposal at ``state``.
 
     :param LocallyBalancedState state: the state with its neighbours.
     :param float temperature: :math:`\\tau`; 2 is locally balanced.
+    :param str balancing: balancing function in place of the temperature (see
+        :func:`~pyro_gwg.proposals.gwg.proposal_logits`), or ``None``.
     """
     gains = state.neighbours - state.log_joint.reshape(-1, 1, 1)
-    return coordinate_log_probs(proposal_logits(gains, temperature))
+    return coordinate_log_probs(proposal_logits(gains, temperature, balancing))
 
 
 def locally_balanced_init(
@@ -122,6 +127,7 @@ def locally_balanced_step(
     layout: CoordinateLayout,
     temperature: float = 2.0,
     chunk_size: int = 4096,
+    balancing: Optional[str] = None,
 ) -> Tuple[LocallyBalancedState, StepInfo]:
     """One locally balanced Metropolis-Hastings transition of every chain.
 
@@ -130,10 +136,11 @@ def locally_balanced_step(
     :param CoordinateLayout layout: the coordinate layout.
     :param float temperature: proposal temperature.
     :param int chunk_size: most states per model run.
+    :param str balancing: balancing function in place of the temperature, or ``None``.
     :returns: ``(new_state, info)``.
     """
     codes, current, neighbours = state
-    log_q_coord, log_q_cand = locally_balanced_proposal(state, temperature)
+    log_q_coord, log_q_cand = locally_balanced_proposal(state, temperature, balancing)
     move = sample_move(log_q_coord, log_q_cand, 1)
     proposed, reverse = apply_move(codes, move, layout)
     width = neighbours.shape[-1]
@@ -142,7 +149,7 @@ def locally_balanced_step(
     new = LocallyBalancedState(
         proposed, log_joint_new, neighbour_log_joints(proposed, log_joint, layout, chunk_size)
     )
-    log_q_coord_new, log_q_cand_new = locally_balanced_proposal(new, temperature)
+    log_q_coord_new, log_q_cand_new = locally_balanced_proposal(new, temperature, balancing)
     log_ratio = (
         log_joint_new
         - current
@@ -158,7 +165,13 @@ def locally_balanced_step(
     return new_state, info
 
 
-def build_locally_balanced(density, temperature: float = 2.0, chunk_size: int = 4096) -> Algorithm:
+def build_locally_balanced(
+    density,
+    temperature: float = 2.0,
+    chunk_size: int = 4096,
+    *,
+    balancing: Optional[str] = None,
+) -> Algorithm:
     """The locally balanced sampler as an ``(init, step)`` pair on ``density`` (see
     :mod:`pyro_gwg.proposals.algorithm`): :func:`locally_balanced_init` and
     :func:`locally_balanced_step`.
@@ -166,6 +179,8 @@ def build_locally_balanced(density, temperature: float = 2.0, chunk_size: int = 
     :param density: a :class:`~pyro_gwg.density.Density`.
     :param float temperature: proposal temperature.
     :param int chunk_size: most states per evaluation of the density.
+    :param str balancing: balancing function in place of the temperature (see
+        :func:`~pyro_gwg.proposals.gwg.proposal_logits`), or ``None``.
     :rtype: Algorithm
     """
     layout = density.layout
@@ -174,6 +189,8 @@ def build_locally_balanced(density, temperature: float = 2.0, chunk_size: int = 
         return locally_balanced_init(codes, density.log_joint, layout, chunk_size)
 
     def step(state: LocallyBalancedState) -> Tuple[LocallyBalancedState, StepInfo]:
-        return locally_balanced_step(state, density.log_joint, layout, temperature, chunk_size)
+        return locally_balanced_step(
+            state, density.log_joint, layout, temperature, chunk_size, balancing
+        )
 
     return Algorithm(init, step)

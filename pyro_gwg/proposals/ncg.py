@@ -26,7 +26,16 @@ exact algebra and keeps large ordinal values out of floating-point cancellation)
 * **NCG** (Eq. 8, Algorithm B.1): :math:`a = g / 2`, :math:`\kappa = 1 / \epsilon`, that is
   :math:`q_i(v \mid x) \propto \exp\big(\tfrac12 g_i (v - x_i) - \tfrac{1}{2\epsilon}
   (v - x_i)^2\big)`, and for categoricals :math:`g_{iv} / 2 - [v \ne x_i] / \epsilon`.
-  Standard MH with the reverse proposal built at :math:`x'`.
+  Standard MH with the reverse proposal built at :math:`x'`. This is also DMALA, the
+  discrete Metropolis-adjusted Langevin algorithm of Zhang, Liu & Liu (2022)
+  [Zhang2022]_, whose proposal
+  :math:`q(x' \mid x) \propto \exp\big(\tfrac12 \nabla f(x)^T (x' - x) - \lVert x' - x
+  \rVert^2 / (2\alpha)\big)` is NCG's with :math:`\epsilon = \alpha`.
+* **DULA** (Zhang, Liu & Liu 2022 [Zhang2022]_, the discrete unadjusted Langevin
+  algorithm): the NCG proposal without the MH test, :math:`x' \sim q(\cdot \mid x)`
+  always kept (:func:`dula_step`). It is *biased*: its stationary law
+  :math:`\pi_\alpha` is not the target (for a log-quadratic target the bias vanishes
+  as :math:`\alpha \to 0`; see :class:`~pyro_gwg.kernels.langevin.DULA`).
 * **AVG** (Eqs. 9-11, Algorithm B.2): augment the target with
   :math:`z \sim \mathcal N(\sqrt{2/\epsilon}\, \phi(x), I)`; the first-order proposal
   :math:`q(x' \mid z, x) \propto \exp\big(\langle g, \phi(x') \rangle
@@ -88,6 +97,8 @@ __all__ = [
     "avg_init",
     "avg_proposal",
     "avg_step",
+    "build_dula",
+    "dula_step",
     "factorised_log_prob",
     "fit_preconditioner",
     "ncg_init",
@@ -313,6 +324,21 @@ def _accept(
 ) -> Tuple[GradientState, FactorisedInfo]:
     """The MH decision and the state after it (shared by the three samplers)."""
     accepted = metropolis_hastings(log_ratio)
+    return _transition(
+        state, proposed, log_joint_new, grad_new, accepted, accept_probability(log_ratio)
+    )
+
+
+def _transition(
+    state: GradientState,
+    proposed: torch.Tensor,
+    log_joint_new: torch.Tensor,
+    grad_new: torch.Tensor,
+    accepted: torch.Tensor,
+    accept_prob: torch.Tensor,
+) -> Tuple[GradientState, FactorisedInfo]:
+    """The state after a decision ``accepted`` on the proposal, and the step's
+    statistics (shared by the MH samplers and DULA)."""
     new_state = GradientState(
         select(accepted, proposed, state.codes),
         select(accepted, log_joint_new, state.log_joint),
@@ -322,7 +348,7 @@ def _accept(
     one = torch.ones_like(proposed[:, 0])  # one forward and one backward pass
     info = FactorisedInfo(
         accepted,
-        accept_probability(log_ratio),
+        accept_prob,
         (proposed != state.codes).sum(-1),
         state.step_size,
         one,
@@ -416,6 +442,31 @@ def ncg_step(
     log_joint_new, grad_new = value_and_grad(proposed)
     log_ratio = ncg_log_ratio(state, proposed, log_joint_new, grad_new, grid, forward)
     return _accept(state, proposed, log_joint_new, grad_new, log_ratio)
+
+
+def dula_step(
+    state: GradientState, value_and_grad: ValueAndGrad, grid: CandidateGrid
+) -> Tuple[GradientState, FactorisedInfo]:
+    r"""One DULA transition of every chain (Zhang, Liu & Liu 2022 [Zhang2022]_,
+    Algorithm 1 without its MH test): draw :math:`x' \sim q(\cdot \mid x)` from the
+    NCG proposal (:func:`ncg_proposal`, :math:`\epsilon = \alpha`) and keep it.
+
+    Biased: the transition matrix is :math:`T(x, x') = q(x' \mid x)`, whose stationary
+    law is not the target. Every proposal counts as accepted (``accepted`` True,
+    ``accept_prob`` 1). Costs one evaluation of ``value_and_grad``, at the proposed
+    state (its gradient builds the next proposal).
+
+    :param GradientState state: current state.
+    :param callable value_and_grad: ``codes -> (log_joint [C], grad [C, D, W])``.
+    :param CandidateGrid grid: candidate values.
+    :returns: ``(new_state, info)``.
+    """
+    proposed = sample_factorised(*ncg_proposal(state.codes, state.grad, state.step_size, grid))
+    log_joint_new, grad_new = value_and_grad(proposed)
+    always = torch.ones_like(log_joint_new, dtype=torch.bool)
+    return _transition(
+        state, proposed, log_joint_new, grad_new, always, torch.ones_like(log_joint_new)
+    )
 
 
 # ---------------------------------------------------------------------------- AVG / PAVG
@@ -702,6 +753,15 @@ def build_ncg(density, step_size: float = 0.5, window: int = 10) -> Algorithm:
     :rtype: Algorithm
     """
     return _build_factorised(density, step_size, window, ncg_init, ncg_step)
+
+
+def build_dula(density, step_size: float = 0.1, window: int = 10) -> Algorithm:
+    """DULA as an ``(init, step)`` pair on ``density``: :func:`ncg_init` and
+    :func:`dula_step` (arguments as for :func:`build_ncg`; the step size is fixed).
+
+    :rtype: Algorithm
+    """
+    return _build_factorised(density, step_size, window, ncg_init, dula_step)
 
 
 def build_avg(density, step_size: float = 0.2, window: int = 10) -> Algorithm:

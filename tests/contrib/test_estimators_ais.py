@@ -11,7 +11,15 @@ import torch
 import torch.nn.functional as F
 from small_models import SUITE
 
-from pyro_gwg import GWG, NCG, DiscreteEnergy, Gibbs, HammingBall, UnsupportedModelError
+from pyro_gwg import (
+    GWG,
+    NCG,
+    DiscreteEnergy,
+    Gibbs,
+    HammingBall,
+    LocallyBalanced,
+    UnsupportedModelError,
+)
 from pyro_gwg import exact_posterior as enumerate_model
 from pyro_gwg.contrib.estimators import FactorisedBase, ais, ais_log_likelihood, log_likelihood
 from pyro_gwg.contrib.estimators.ais import (
@@ -196,6 +204,31 @@ def test_ais_gwg_ising_matches_enumeration():
     assert result.samples["x"].shape == (200, 9)
     assert 1 <= float(result.ess) <= 200
     assert result.gradient_evaluations == 200 * (2 * 199)  # init + step per temperature
+
+
+@pytest.mark.parametrize(
+    "kernel",
+    [
+        GWG(balancing="barker"),
+        GWG(num_flips=3, replacement=False),
+        LocallyBalanced(balancing="min"),
+    ],
+    ids=["gwg-barker", "gwg-without-replacement", "lb-min"],
+)
+def test_ais_with_gwg_options_matches_enumeration(kernel):
+    pyro.set_rng_seed(0)
+    couplings = lattice_couplings(3, 0.3)
+    exact = float(enumerate_model(ising, couplings).log_normalizer)
+    result = ais(ising, kernel, num_particles=200, num_steps=200, model_args=(couplings,))
+    _within_reported_error(result.log_z, result.log_z_se, exact, max_se=0.1)
+
+
+def test_ais_with_a_gwg_jump_radius_matches_enumeration():
+    pyro.set_rng_seed(0)
+    model, args = SUITE["mixed_kinds"]
+    exact = float(enumerate_model(model, *args).log_normalizer)
+    result = ais(model, GWG(radius=2), num_particles=200, num_steps=100, model_args=args)
+    _within_reported_error(result.log_z, result.log_z_se, exact, max_se=0.1)
 
 
 def test_ais_gibbs_rbm_matches_exact_hidden_sum():

@@ -421,7 +421,7 @@ def ais(
         >>> result.log_weights.shape
         torch.Size([16])
     """
-    check_kernel(kernel, "ais")
+    check_kernel(kernel, "ais", needs_invariance=True)
     if not kernel.targets_bound_density:
         raise UnsupportedModelError(
             "{} samples its model from a closed form and ignores the annealed density; "

@@ -656,7 +656,7 @@ def _as_stage(stage, n: int) -> Stage:
 
 
 def _check_arguments(kernel, stages, num_particles, num_moves, gamma_thr, i_max, num_runs):
-    check_kernel(kernel, "arm")
+    check_kernel(kernel, "arm", needs_invariance=True)
     if len(stages) < 2:
         raise ValueError("ARM needs a sequence of at least two stages, got {}".format(len(stages)))
     if int(num_particles) != num_particles or num_particles < 2:

@@ -16,6 +16,7 @@ batch of particles. The kernels' own warmup adaptation and compilation are not u
 
 from __future__ import annotations
 
+import warnings
 from typing import NamedTuple, Optional, Tuple
 
 import torch
@@ -131,16 +132,29 @@ class EstimatorEnergy:
         return self._combine(codes, value), self.beta * grad + (1 - self.beta) * base_grad
 
 
-def check_kernel(kernel, estimator: str) -> None:
-    """Raise a clear error for kernels an estimator cannot drive.
+def check_kernel(kernel, estimator: str, needs_invariance: bool = False) -> None:
+    """Raise a clear error for kernels an estimator cannot drive, and warn about a
+    biased kernel (``exact = False``, e.g. DULA) where the estimator's correctness
+    rests on transitions that leave each density invariant.
 
     :param kernel: the transition kernel.
-    :param str estimator: the estimator's name, for the message.
+    :param str estimator: the estimator's name, for the messages.
+    :param bool needs_invariance: whether the estimator needs invariant transitions
+        (AIS, ARM).
     """
     if not isinstance(kernel, DiscreteKernel):
         raise TypeError(
             "{} needs a pyro-gwg discrete kernel (GWG, Gibbs, NCG, ...) as its "
             "transition, got {}".format(estimator, type(kernel).__name__)
+        )
+    if needs_invariance and not kernel.exact:
+        warnings.warn(
+            "{} does not leave the density it samples invariant (it has no MH "
+            "correction), which {} assumes of its transitions: the estimate carries the "
+            "kernel's bias. Use an exact kernel (its MH-corrected form, e.g. DMALA for "
+            "DULA) for an unbiased estimate.".format(type(kernel).__name__, estimator),
+            UserWarning,
+            stacklevel=3,
         )
 
 
