@@ -255,3 +255,14 @@ def test_bad_arguments_are_refused():
         MCMC(PAFS(model, num_flips=6), num_samples=2, disable_progbar=True).run(*args)
     # with replacement it can
     MCMC(PAS(model, num_flips=6), num_samples=2, disable_progbar=True).run(*args)
+
+
+@pytest.mark.parametrize("kernel_class", [PAS, PAFS])
+@pytest.mark.parametrize("option", [{"balancing": "barker"}, {"replacement": False}, {"radius": 2}])
+def test_options_of_gwgs_own_move_are_refused_not_ignored(kernel_class, option):
+    ((name, value),) = option.items()
+    with pytest.raises(
+        ValueError, match=r"{} takes no {}=.*Use GWG\({}=".format(kernel_class.__name__, name, name)
+    ):
+        kernel_class(num_flips=2, **option)
+    kernel_class(num_flips=2, balancing="sqrt")  # the path's own balancing

@@ -13,7 +13,37 @@ from pyro_gwg.proposals.path import build_pafs, build_pas
 __all__ = ["PAFS", "PAS"]
 
 
-class PAS(GWG):
+class _PathKernel(GWG):
+    """GWG's arguments without the options of GWG's own move (``balancing``,
+    ``replacement``, ``radius``), which a path of square-root-balanced single moves
+    does not have: each is refused by name rather than ignored."""
+
+    def __init__(
+        self,
+        model=None,
+        *,
+        balancing: Optional[str] = None,
+        replacement: bool = True,
+        radius: int = 1,
+        **kwargs,
+    ) -> None:
+        for option, value, default in (
+            ("balancing", balancing, None),
+            ("replacement", replacement, True),
+            ("radius", radius, 1),
+        ):
+            if value != default and not (option == "balancing" and value == "sqrt"):
+                raise ValueError(
+                    "{} takes no {}={!r}: its path is made of GWG moves with the "
+                    "square-root balancing (temperature), one coordinate at a time, "
+                    "ordinals by +-1. Use GWG({}={!r}) for that proposal.".format(
+                        type(self).__name__, option, value, option, value
+                    )
+                )
+        super().__init__(model, **kwargs)
+
+
+class PAS(_PathKernel):
     r"""The path auxiliary sampler (Sun et al. 2022) [Sun2022]_ for the binary and
     categorical latent sites of any Pyro model, as a
     :class:`~pyro.infer.mcmc.mcmc_kernel.MCMCKernel`.
@@ -102,7 +132,7 @@ class PAS(GWG):
         check_supported_coordinates(type(self).__name__, density.layout, bounded_ordinals=False)
 
 
-class PAFS(GWG):
+class PAFS(_PathKernel):
     r"""The path auxiliary sampler without replacement, PAFS (the fast path auxiliary
     sampler of the DISCS benchmark, Goshvadi et al. 2023 [Goshvadi2023]_, after Sun et
     al. 2022 [Sun2022]_) for the latent discrete sites of any Pyro model, as a
