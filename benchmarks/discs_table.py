@@ -31,7 +31,7 @@ such.
 
 Run from the repository root::
 
-    python benchmarks/discs_table.py            # full (about 20 minutes)
+    python benchmarks/discs_table.py            # full (about 40 minutes)
     python benchmarks/discs_table.py --quick    # about 3 minutes
 
 Results go to ``benchmarks/results/discs_table[_quick].json`` and ``.png``.
@@ -88,6 +88,7 @@ DEFAULT_SAMPLERS = (
     "gwg-barker",
     "gwg-3",
     "gwg-3-nr",
+    "gwg-auto",
     "dmala",
     "dula",
     "avg",
@@ -149,10 +150,10 @@ def run_one(name: str, model, model_args, args) -> Dict[str, object]:
 
     # equal wall-clock budgets: a pilot run prices a step, and a sampler whose steps
     # cost more runs fewer of them (at least --min-steps)
-    pilot = run_chains(kernel, model_args, args.chains, 20, observe)
+    pilot = run_chains(kernel, model_args, args.chains, 20, observe, warmup=args.warmup)
     steps = int(min(args.steps, max(args.min_steps, args.budget / pilot["seconds_per_step"])))
     pyro.set_rng_seed(args.seed)
-    run = run_chains(kernel, model_args, args.chains, steps, observe)
+    run = run_chains(kernel, model_args, args.chains, steps, observe, warmup=args.warmup)
     series = run.pop("observations")[1:].T  # [C, T]
     report = ess_report(series.double(), run, args.burn_in)
     kept = series.shape[1] - int(args.burn_in * series.shape[1])
@@ -222,10 +223,11 @@ def main() -> None:
     parser.add_argument("--burn-in", type=float, default=0.2)
     parser.add_argument("--budget", type=float, help="seconds of sampling per run")
     parser.add_argument("--min-steps", type=int, default=200)
+    parser.add_argument("--warmup", type=int, help="adaptation steps (step sizes, paths)")
     args = parser.parse_args()
-    defaults = dict(chains=32, steps=5000, budget=20.0)
+    defaults = dict(chains=32, steps=5000, budget=8.0, warmup=300)
     if args.quick:
-        defaults = dict(chains=8, steps=300, budget=2.0)
+        defaults = dict(chains=8, steps=300, budget=2.0, warmup=100)
     fill_defaults(args, "discs_table", defaults)
     configure(args)
     all_targets = targets(args.seed)

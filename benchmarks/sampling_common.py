@@ -18,10 +18,27 @@ import pyro
 import torch
 from step_cost import code_info, machine_info
 
+import pyro_gwg
 from pyro_gwg import GWG, Gibbs, HammingBall, LocallyBalanced
 from pyro_gwg.diagnostics import chain_ess
 
 RESULTS = Path(__file__).resolve().parent / "results"
+
+#: short names of kernels that run with their defaults (step sizes and path lengths
+#: adapt in warmup)
+ADAPTIVE = {
+    "ncg": ("NCG", {}),
+    "dmala": ("DMALA", {}),
+    "dula": ("DULA", {}),
+    "avg": ("AVG", {}),
+    "pavg": ("PAVG", {}),
+    "pas": ("PAS", {"num_flips": "auto"}),
+    "pafs": ("PAFS", {"num_flips": "auto"}),
+    "dlmc": ("DLMC", {}),
+    "gwg-auto": ("GWG", {"num_flips": "auto"}),
+}
+#: ``gwg-<balancing>``: GWG with another balancing function
+BALANCING = ("barker", "min", "max")
 
 
 def sampler(name: str, model, **kwargs):
@@ -29,8 +46,20 @@ def sampler(name: str, model, **kwargs):
 
     ``gibbs`` (single site, random scan), ``hb-B-R`` (Hamming ball, block ``B``, radius
     ``R``; extra keyword ``blocks`` for fixed blocks), ``gwg``, ``gwg-N`` (``N``
-    flips per proposal), ``lb`` (exact locally balanced).
+    flips per proposal), ``gwg-N-nr`` (``N`` distinct coordinates), ``gwg-barker``,
+    ``gwg-min``, ``gwg-max`` (balancing functions), ``gwg-auto`` (``num_flips``
+    adapted), ``lb`` (exact locally balanced), and the kernels that adapt in
+    warmup under their lower-case names: ``ncg``, ``dmala``, ``dula``, ``avg``,
+    ``pavg``, ``pas``, ``pafs`` (path length adapted), ``dlmc``.
     """
+    if name in ADAPTIVE:
+        cls, settings = ADAPTIVE[name]
+        return getattr(pyro_gwg, cls)(model, jit_compile=True, **settings, **kwargs)
+    if name.startswith("gwg-") and name.split("-")[1] in BALANCING:
+        return GWG(model, balancing=name.split("-")[1], jit_compile=True, **kwargs)
+    if name.startswith("gwg-") and name.endswith("-nr"):  # without replacement
+        flips = int(name.split("-")[1])
+        return GWG(model, num_flips=flips, replacement=False, jit_compile=True, **kwargs)
     if name == "gibbs":
         return Gibbs(model, jit_compile=True, **kwargs)
     if name.startswith("hb-"):
@@ -54,6 +83,7 @@ def run_chains(
     every: int = 1,
     initial: Optional[Dict[str, torch.Tensor]] = None,
     model_kwargs: Optional[dict] = None,
+    warmup: int = 0,
 ) -> Dict[str, object]:
     """Run ``num_chains`` batched chains for ``num_steps`` transitions.
 
@@ -64,6 +94,9 @@ def run_chains(
     two blocks (compilation, and the compiler's own second-call optimisation) are timed
     apart and their steps counted at the average cost of the others.
 
+    ``warmup`` adaptation steps run first (untimed, unobserved; the kernel's step
+    size or path length adapts there, then stays fixed).
+
     :returns: ``observations [num_steps // every + 1, ...]``, ``seconds`` (all steps),
         ``seconds_per_step``, ``first_step_s`` (the first two blocks), ``setup_s`` (model
         tracing and initial state), per-chain mean totals ``energy_evals`` and
@@ -72,9 +105,11 @@ def run_chains(
     kernel.vectorized_chains = num_chains
     kernel.initial_params = initial
     start = time.perf_counter()
-    kernel.setup(0, *model_args, **(model_kwargs or {}))
-    setup = time.perf_counter() - start
+    kernel.setup(warmup, *model_args, **(model_kwargs or {}))
     driver = kernel.driver
+    if warmup:
+        driver.run(warmup)
+    setup = time.perf_counter() - start
     observations = [observe(driver.state.codes)]
     totals = {"energy_evals": 0, "grad_evals": 0, "accepted": 0}
 
