@@ -53,6 +53,7 @@ ORDER = (
     "profile_default_path",
     "memory",
     "ray_scaling",
+    "discs_table",
 )
 
 
@@ -734,11 +735,57 @@ def render_ray_scaling_rst() -> str:
     return "\n".join(lines)
 
 
+def render_discs_table_rst() -> str:
+    d = _load("discs_table")
+    settings = d["settings"]
+    rows = d["table"]
+    targets = list(dict.fromkeys(r["target"] for r in rows))
+    samplers = list(dict.fromkeys(r["sampler"] for r in rows))
+    lines = _rst_header("discs_table") + [
+        f"Measured with ``{d['command']}`` ({machine_line(d)}): {settings['chains']} "
+        f"chains per sampler, {settings['warmup']} warmup steps, then an equal budget of "
+        f"{settings['budget']:g} s of sampling (at most {settings['steps']} steps). Each "
+        "cell is the mean over chains of the natural log of the ESS of the Hamming "
+        "statistic; higher is better, and a difference of 0.7 is a factor of two. "
+        "``-``: the sampler refuses the target's site kind.",
+        "",
+    ]
+    for key, title in (
+        ("log_ess_per_second", "log ESS per second"),
+        ("log_ess_per_1000_evals", "log ESS per 1000 model evaluations"),
+    ):
+        lines += [f"**{title}**", ""]
+        table = [["Sampler"] + targets]
+        for name in samplers:
+            cells = [name]
+            for target in targets:
+                row = next(r for r in rows if r["target"] == target and r["sampler"] == name)
+                cells.append(f"{row[key]:.2f}" if key in row else "-")
+            table.append(cells)
+        lines += _list_table([14] + [8] * len(targets), table) + [""]
+    best = []
+    for target in targets:
+        scored = [r for r in rows if r["target"] == target and "log_ess_per_second" in r]
+        top = max(scored, key=lambda r: r["log_ess_per_second"])
+        best.append(f"{target}: ``{top['sampler']}``")
+    lines += ["Fastest per second on each target: " + "; ".join(best) + ".", ""]
+    cuts = [r for r in rows if r["target"] == "maxcut" and "best_cut" in r]
+    if cuts:
+        top = max(cuts, key=lambda r: r["mean_cut"])
+        lines += [
+            f"Max-cut: the highest mean cut of the final states was {top['mean_cut']:.1f} "
+            f"(``{top['sampler']}``; best single cut {top['best_cut']:.1f}).",
+            "",
+        ]
+    return "\n".join(lines)
+
+
 #: The generated rst files and their renderers.
 RST_RENDERERS: dict[str, Callable[[], str]] = {
     "step_cost": render_step_cost_rst,
     "chain_throughput": render_chain_throughput_rst,
     "ray_scaling": render_ray_scaling_rst,
+    "discs_table": render_discs_table_rst,
     "ncg_targets": render_ncg_targets_rst,
     "ising_sampling": render_ising_sampling_rst,
     "rbm_sampling": render_rbm_sampling_rst,
