@@ -797,7 +797,8 @@ def outputs() -> dict[Path, str]:
     """Every generated file and its content."""
     out = {RESULTS_MD: render_results_md()}
     for name, render in RST_RENDERERS.items():
-        out[GENERATED_DIR / f"{name}.inc"] = render()
+        if (RESULTS_DIR / f"{name}.json").exists():  # a benchmark not run yet has none
+            out[GENERATED_DIR / f"{name}.inc"] = render()
     return out
 
 
