@@ -95,6 +95,11 @@ SUITE = {
     "mixed_kinds": (mixed_kinds, (torch.tensor(3.5),)),
 }
 
+#: models that together hold every site kind (bits, one-hot, categorical index,
+#: bounded and unbounded counts): the exactness checks of a kernel's *options* run on
+#: these, its default settings on the whole suite
+KIND_COVER = ("coupled_binary_field", "one_hot_mixture", "binomial_ordinal", "mixed_kinds")
+
 # windows for unbounded sites, wide enough that the mass outside is negligible
 BOUNDS = {"binomial_ordinal": {"n": (0, 30)}}
 

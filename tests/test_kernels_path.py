@@ -11,7 +11,7 @@ import pytest
 import torch
 from exactness import assert_exact, draw_codes
 from pyro.infer import MCMC
-from small_models import BOUNDS, SUITE
+from small_models import BOUNDS, KIND_COVER, SUITE
 
 import pyro_gwg
 import pyro_gwg.proposals.path as path_math
@@ -52,14 +52,20 @@ def _draws(kernel_class, name, seed=0, **settings):
     return draw_codes(kernel_class(model, **settings), NUM_CHAINS, NUM_SAMPLES, WARMUP, *args)
 
 
-@pytest.mark.parametrize("num_flips", [2, "auto"])
-@pytest.mark.parametrize("name", PAS_MODELS)
+# the adapted path length on every model; a fixed one on the models that cover the
+# site kinds
+@pytest.mark.parametrize(
+    "name,num_flips",
+    [(name, "auto") for name in PAS_MODELS] + [(n, 2) for n in KIND_COVER if n in PAS_MODELS],
+)
 def test_pas_matches_exact_posterior(name, num_flips):
     assert_exact(_draws(PAS, name, num_flips=num_flips), _exact(name))
 
 
-@pytest.mark.parametrize("num_flips", [2, "auto"])
-@pytest.mark.parametrize("name", sorted(MODELS))
+@pytest.mark.parametrize(
+    "name,num_flips",
+    [(name, "auto") for name in sorted(MODELS)] + [(n, 2) for n in KIND_COVER if n in MODELS],
+)
 def test_pafs_matches_exact_posterior(name, num_flips):
     assert_exact(_draws(PAFS, name, num_flips=num_flips), _exact(name))
 
