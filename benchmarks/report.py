@@ -224,6 +224,15 @@ def render_summary(d: dict) -> list[str]:
     return out
 
 
+def render_ising_learning(d: dict) -> list[str]:
+    """The summary (log RMSE per steps per iteration and sampler) and the step-size
+    check on the true model behind the fixed step sizes."""
+    out = render_summary(d)
+    if d.get("step_size_check"):
+        out.append("Step-size check on the true model\n\n" + table(d["step_size_check"]))
+    return out
+
+
 def render_uha_logistic(d: dict) -> list[str]:
     out = [table([{"method": "VI", **d["vi"]}, {"method": "reference", **d["reference"]}])]
     out.append("Hamiltonian AIS\n\n" + table(d["hais"]))
@@ -296,7 +305,7 @@ RENDERERS: dict[str, Callable[[dict], list[str]]] = {
     "ising_sampling": render_sampling,
     "rbm_sampling": render_sampling,
     "fhmm_sampling": render_sampling,
-    "ising_learning": render_summary,
+    "ising_learning": render_ising_learning,
     "estimators_rbm": render_summary,
     "uha_logistic": render_uha_logistic,
     "score_diffusion": render_score_diffusion,
