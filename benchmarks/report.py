@@ -46,6 +46,7 @@ ORDER = (
     "rbm_sampling",
     "fhmm_sampling",
     "ising_learning",
+    "ebm_learning",
     "estimators_rbm",
     "uha_logistic",
     "score_diffusion",
@@ -298,6 +299,39 @@ def _stored(d: dict) -> object:
     return "-"
 
 
+def render_ebm_learning(d: dict) -> list[str]:
+    """Test log-likelihood (AIS, with its standard error, temperatures and the longer
+    check) per data set, energy and PCD sampler, and the data sets with the exact
+    log-likelihood of their factorised Bernoulli baseline."""
+    columns = [
+        "dataset",
+        "energy",
+        "sampler",
+        "test_ll",
+        "ais_se",
+        "ais_steps",
+        "ais_particles",
+        "test_ll_long_ais",
+        "ais_se_long",
+        "ais_steps_long",
+        "train_ll",
+        "updates",
+        "train_seconds",
+        "accept_rate",
+        "changed_per_step",
+    ]
+    data = [
+        {
+            "dataset": name,
+            "train": block["train"],
+            "test": block["test"],
+            "bernoulli_test_ll": block["bernoulli_baseline"]["test_ll"],
+        }
+        for name, block in d["datasets"].items()
+    ]
+    return [table(d["summary"], columns), table(data)]
+
+
 RENDERERS: dict[str, Callable[[dict], list[str]]] = {
     "step_cost": render_step_cost,
     "chain_throughput": render_chain_throughput,
@@ -312,6 +346,7 @@ RENDERERS: dict[str, Callable[[dict], list[str]]] = {
     "peers": render_peers,
     "profile_default_path": render_profile,
     "memory": render_memory,
+    "ebm_learning": render_ebm_learning,
 }
 
 
