@@ -779,12 +779,27 @@ def render_ray_scaling_rst() -> str:
     return "\n".join(lines)
 
 
+def _grid(rows: list[dict], row_key, col_key: str, corner: str, cell) -> list[list[str]]:
+    """A table of records: one row per value of ``row_key`` (a key, or a function of a
+    record), one column per value of ``col_key``, each cell ``cell(record)`` or ``-``."""
+    key = row_key if callable(row_key) else (lambda r: r[row_key])
+    row_values = list(dict.fromkeys(key(r) for r in rows))
+    col_values = list(dict.fromkeys(r[col_key] for r in rows))
+    table = [[corner] + [str(c) for c in col_values]]
+    for value in row_values:
+        cells = [str(value)]
+        for column in col_values:
+            match = [r for r in rows if key(r) == value and r[col_key] == column]
+            cells.append(cell(match[0]) if match else "-")
+        table.append(cells)
+    return table
+
+
 def render_discs_table_rst() -> str:
     d = _load("discs_table")
     settings = d["settings"]
     rows = d["table"]
     targets = list(dict.fromkeys(r["target"] for r in rows))
-    samplers = list(dict.fromkeys(r["sampler"] for r in rows))
     lines = _rst_header("discs_table") + [
         f"Measured with ``{d['command']}`` ({machine_line(d)}): {settings['chains']} "
         f"chains per sampler, {settings['warmup']} warmup steps, then an equal budget of "
@@ -799,13 +814,9 @@ def render_discs_table_rst() -> str:
         ("log_ess_per_1000_evals", "log ESS per 1000 model evaluations"),
     ):
         lines += [f"**{title}**", ""]
-        table = [["Sampler"] + targets]
-        for name in samplers:
-            cells = [name]
-            for target in targets:
-                row = next(r for r in rows if r["target"] == target and r["sampler"] == name)
-                cells.append(f"{row[key]:.2f}" if key in row else "-")
-            table.append(cells)
+        table = _grid(
+            rows, "sampler", "target", "Sampler", lambda r, k=key: f"{r[k]:.2f}" if k in r else "-"
+        )
         lines += _list_table([14] + [8] * len(targets), table) + [""]
     best = []
     for target in targets:
@@ -829,7 +840,6 @@ def render_ising_learning_rst() -> str:
     settings = d["settings"]
     rows = d["summary"]
     samplers = list(dict.fromkeys(r["sampler"] for r in rows))
-    steps = list(dict.fromkeys(r["steps"] for r in rows))
     lines = _rst_header("ising_learning") + [
         f"Measured with ``{d['command']}`` ({machine_line(d)}): a "
         f"{settings['size']} x {settings['size']} periodic lattice at "
@@ -842,22 +852,12 @@ def render_ising_learning_rst() -> str:
         "learned couplings every update.",
         "",
     ]
-    table = [["MCMC steps per update"] + samplers]
-    for k in steps:
-        cells = [str(k)]
-        for name in samplers:
-            row = next(r for r in rows if r["sampler"] == name and r["steps"] == k)
-            cells.append(f"{row['log_rmse_mean']:.2f} ± {row['log_rmse_se']:.2f}")
-        table.append(cells)
-    lines += _list_table([20] + [14] * len(samplers), table) + [""]
-    table = [["Training seconds (mean)"] + samplers]
-    for k in steps:
-        cells = [str(k)]
-        for name in samplers:
-            row = next(r for r in rows if r["sampler"] == name and r["steps"] == k)
-            cells.append(f"{row['seconds_mean']:.0f}")
-        table.append(cells)
-    lines += _list_table([20] + [14] * len(samplers), table) + [""]
+    for corner, cell in (
+        ("MCMC steps per update", lambda r: f"{r['log_rmse_mean']:.2f} ± {r['log_rmse_se']:.2f}"),
+        ("Training seconds (mean)", lambda r: f"{r['seconds_mean']:.0f}"),
+    ):
+        table = _grid(rows, "steps", "sampler", corner, cell)
+        lines += _list_table([20] + [14] * len(samplers), table) + [""]
     return "\n".join(lines)
 
 
@@ -878,18 +878,17 @@ def render_ebm_learning_rst() -> str:
         "pixel frequencies.",
         "",
     ]
-    table = [["Data set, energy"] + samplers + ["Bernoulli"]]
-    for dataset, energy in cases:
-        cells = [f"{dataset}, {energy}"]
-        for name in samplers:
-            r = next(
-                r
-                for r in rows
-                if r["dataset"] == dataset and r["energy"] == energy and r["sampler"] == name
-            )
-            cells.append(f"{r['test_ll']:.2f} ± {r['ais_se']:.2f} ({r['train_seconds']:.0f} s)")
-        cells.append(f"{r['bernoulli_test_ll']:.2f}")
-        table.append(cells)
+    table = _grid(
+        rows,
+        lambda r: f"{r['dataset']}, {r['energy']}",
+        "sampler",
+        "Data set, energy",
+        lambda r: f"{r['test_ll']:.2f} ± {r['ais_se']:.2f} ({r['train_seconds']:.0f} s)",
+    )
+    table[0].append("Bernoulli")
+    for cells, (dataset, energy) in zip(table[1:], cases):
+        base = next(r for r in rows if r["dataset"] == dataset and r["energy"] == energy)
+        cells.append(f"{base['bernoulli_test_ll']:.2f}")
     lines += _list_table([18] + [18] * len(samplers) + [10], table) + [""]
     longer = [r for r in rows if "test_ll_long_ais" in r]
     if longer:
