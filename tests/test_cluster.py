@@ -23,6 +23,8 @@ from pyro_gwg.contrib.estimators import ais, arm, rbm_stages
 from pyro_gwg.models import ising, lattice_couplings, lattice_ising, random_rbm
 from pyro_gwg.sbc import sbc
 
+pytestmark = pytest.mark.xdist_group("ray")
+
 
 def bits_model(y=None):
     z = pyro.sample("z", dist.Bernoulli(0.3 * torch.ones(3)).to_event(1))
@@ -181,6 +183,7 @@ def test_particle_blocks_in_process_give_one_ais_estimate():
 
 
 # ---------------------------------------------------------------- on a local Ray cluster
+# (one pytest-xdist worker runs them all, on one local cluster)
 @pytest.fixture(scope="module")
 def ray_cluster():
     ray = pytest.importorskip("ray", reason='Ray is optional: pip install "pyro-gwg[ray]"')
