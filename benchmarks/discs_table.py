@@ -32,7 +32,7 @@ such.
 Run from the repository root::
 
     python benchmarks/discs_table.py            # full (about 40 minutes)
-    python benchmarks/discs_table.py --quick    # about 3 minutes
+    python benchmarks/discs_table.py --quick    # about 4 minutes
 
 Results go to ``benchmarks/results/discs_table[_quick].json`` and ``.png``.
 """
