@@ -90,6 +90,8 @@ from pyro_gwg.proposals.gwg import (
     _first_draw_index,
     _gumbel_argmax,
     apply_move,
+    distinct_counts,
+    distinct_draws,
     gwg_init,
     gwg_proposal,
     inverse_cdf_draws,
@@ -145,8 +147,7 @@ def path_length_mask(
     :returns: ``(draws, active)``, ``active`` bool ``[C, draws]``.
     """
     size = fixed if max_flips is None else max_flips
-    shorter = (torch.rand(num_flips.shape, device=num_flips.device) < 0.5) & (num_flips > 1)
-    length = num_flips - shorter.long()
+    length = distinct_counts(num_flips)
     return size, torch.arange(size, device=num_flips.device) < length.unsqueeze(-1)
 
 
@@ -406,9 +407,9 @@ def pafs_step(
     """
     codes, log_joint, log_q_coord, log_q_cand, flips = state
     size, active = path_length_mask(flips, num_flips, max_flips)
-    keys = log_q_coord - torch.empty_like(log_q_coord).exponential_().log()
-    top, draws = keys.topk(size, dim=-1)  # the Gumbel top-L: sequential draws
-    active = active & torch.isfinite(top)  # a coordinate without a move is never drawn
+    draws = distinct_draws(log_q_coord, size)  # the Gumbel top-L: sequential draws
+    # a coordinate without a move is never drawn
+    active = active & torch.isfinite(log_q_coord.gather(1, draws))
     draws = torch.where(active, draws, draws[:, :1])  # inactive: repeat the first, move nothing
     if log_q_cand.shape[-1] == 1:  # one candidate per coordinate (bits)
         candidate = torch.zeros_like(draws)
