@@ -52,9 +52,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import multiprocessing
+import multiprocessing.connection
 import os
 import pickle
+import sys
 import tempfile
+import traceback
 from typing import (
     Callable,
     Dict,
@@ -71,7 +75,6 @@ import pyro
 import pyro.poutine as poutine
 import torch
 import torch.distributed as dist
-import torch.multiprocessing
 
 from pyro_gwg._validation import check_integer, check_number
 from pyro_gwg.cluster import block_seeds
@@ -917,22 +920,78 @@ def _check_picklable(name: str, value) -> None:
         ) from None
 
 
+class _RemoteTraceback(Exception):
+    """The traceback of an error raised in a worker process, as its text (set as the
+    ``__cause__`` of the error re-raised here, so that both tracebacks are shown)."""
+
+
 def _worker_main(rank: int, world_size: int, folder: str, seed: int, fn: Callable, args: tuple):
-    """One spawned worker: seed, join the gloo group, run ``fn(*args)``; rank 0 saves
-    the result."""
-    torch.manual_seed(block_seeds(seed, world_size)[rank])
-    dist.init_process_group(
-        "gloo",
-        init_method="file://" + os.path.join(folder, "rendezvous"),
-        rank=rank,
-        world_size=world_size,
-    )
+    """One spawned worker: seed, join the gloo group, run ``fn(*args)`` and wait at a
+    barrier for every rank to finish; rank 0 saves the result, a failing rank its error.
+
+    The worker ends with :func:`os._exit`, without destroying the process group: on
+    torch releases before 2.8, ``ProcessGroupGloo``'s destructor holds the GIL while it
+    joins its threads, and a thread that is about to free the last reference to a
+    tensor of a finished collective waits for the GIL; the process then never exits
+    (seen on torch 2.1.2). After the barrier no rank has a collective in flight, so
+    nothing is lost by not tearing the group down."""
+    code = 1
     try:
+        torch.manual_seed(block_seeds(seed, world_size)[rank])
+        dist.init_process_group(
+            "gloo",
+            init_method="file://" + os.path.join(folder, "rendezvous"),
+            rank=rank,
+            world_size=world_size,
+        )
         result = fn(*args)
         if rank == 0:
             torch.save(result, os.path.join(folder, "result.pt"))
+        dist.barrier()
+        code = 0
+    except BaseException as error:
+        try:
+            pickle.dumps(error)
+        except Exception:
+            error = RuntimeError("{}: {}".format(type(error).__name__, error))
+        with open(os.path.join(folder, "error-{}.pkl".format(rank)), "wb") as file:
+            pickle.dump((error, traceback.format_exc()), file)
     finally:
-        dist.destroy_process_group()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _join_workers(processes: list, folder: str) -> None:
+    """Wait for every worker; as soon as one fails, stop the others and raise its error
+    (with the worker's traceback as the cause), or say how it ended."""
+    running = dict(enumerate(processes))
+    while running:
+        sentinels = {process.sentinel: rank for rank, process in running.items()}
+        for sentinel in multiprocessing.connection.wait(list(sentinels)):
+            rank = sentinels[sentinel]
+            process = running.pop(rank)
+            process.join()
+            if process.exitcode == 0:
+                continue
+            for other in running.values():
+                other.terminate()
+            for other in running.values():
+                other.join(10)
+                if other.is_alive():
+                    other.kill()
+                    other.join()
+            error_file = os.path.join(folder, "error-{}.pkl".format(rank))
+            if os.path.exists(error_file):
+                with open(error_file, "rb") as file:
+                    error, text = pickle.load(file)
+                raise error from _RemoteTraceback(
+                    "in data-parallel worker {}:\n{}".format(rank, text)
+                )
+            raise RuntimeError(
+                "data-parallel worker {} ended with exit code {} (a negative code is the "
+                "signal that stopped it) before finishing".format(rank, process.exitcode)
+            )
 
 
 def run_data_parallel(
@@ -947,8 +1006,10 @@ def run_data_parallel(
     repeatable for a seed. The workers are fresh interpreters (``spawn``) with this
     process's environment and ``sys.path``, and each has its own, empty, Pyro parameter
     store. The group's rendezvous is a file in a temporary folder (no port to
-    choose). An exception in a worker stops the others and is raised here with the
-    worker's traceback (:class:`torch.multiprocessing.ProcessRaisedException`).
+    choose). After ``fn`` returns, the ranks meet at a barrier and exit. An exception in
+    a worker stops the others and is raised here, with the worker's traceback as its
+    cause; a worker that dies without one (killed by a signal, say) gives a
+    ``RuntimeError`` with its exit code.
 
     :param callable fn: a picklable function (defined at module level) run on every rank;
         rank 0's return value must be picklable.
@@ -960,14 +1021,25 @@ def run_data_parallel(
     num_workers = check_integer("num_workers", num_workers, 1, "worker processes")
     seed = check_integer("seed", seed, 0)
     _check_picklable("fn", fn)
+    context = multiprocessing.get_context("spawn")
     with tempfile.TemporaryDirectory(prefix="pyro_gwg_data_parallel_") as folder:
-        torch.multiprocessing.start_processes(
-            _worker_main,
-            args=(num_workers, folder, seed, fn, args),
-            nprocs=num_workers,
-            join=True,
-            start_method="spawn",
-        )
+        processes = [
+            context.Process(
+                target=_worker_main,
+                args=(rank, num_workers, folder, seed, fn, args),
+                name="pyro_gwg data-parallel worker {}".format(rank),
+            )
+            for rank in range(num_workers)
+        ]
+        for process in processes:
+            process.start()
+        try:
+            _join_workers(processes, folder)
+        finally:
+            for process in processes:
+                if process.is_alive():
+                    process.kill()
+                    process.join()
         return torch.load(os.path.join(folder, "result.pt"), weights_only=False)
 
 

@@ -1,13 +1,15 @@
 """Data-parallel PCD on torch.distributed (gloo, spawned processes on this machine): the
 all-reduced update equals the one-process update on the union of the ranks' batches and
 chains; a 2-worker fit learns the couplings of a 1-worker fit within Monte Carlo error;
-arguments are checked before any process starts.
+a failing worker stops the others and is reported; arguments are checked before any
+process starts.
 
 Each launch spawns fresh interpreters that import torch and Pyro; with two launches the
 module takes 27 s on 2 cores (55 s while other jobs kept them busy)."""
 
 import functools
 import os
+import signal
 
 import pyro
 import pytest
@@ -109,12 +111,6 @@ def _one_update_worker(chains: torch.Tensor, batch: torch.Tensor) -> dict:
     }
 
 
-@pytest.mark.skipif(
-    tuple(int(v) for v in torch.__version__.split("+")[0].split(".")[:2]) < (2, 2),
-    reason="on torch 2.1.2 a rank of this test never returns from "
-    "destroy_process_group after the group's error paths (the fits of the other tests "
-    "pass there); not yet understood",
-)
 def test_all_reduced_update_equals_the_one_process_update():
     generator = torch.Generator().manual_seed(0)
     chains = torch.randint(0, 2, (8, 4), generator=generator)
@@ -208,6 +204,33 @@ def test_two_workers_learn_the_couplings_of_one_within_monte_carlo_error():
     # and the comparison is not between two fits that learned nothing
     learned = symmetric_couplings(two.params["couplings"])
     assert coupling_rmse(learned, true) < 0.5 * coupling_rmse(torch.zeros_like(true), true)
+
+
+# ---------------------------------------------------------------------- failing workers
+
+
+def _fail_on_one_rank(how: str):
+    """Rank 1 fails while rank 0 waits for it in a collective that never completes."""
+    if dist.get_rank() == 1:
+        if how == "raise":
+            raise ValueError("rank 1 cannot go on")
+        os.kill(os.getpid(), signal.SIGKILL)
+    dist.all_reduce(torch.ones(1))
+
+
+@pytest.mark.parametrize("how", ["raise", "killed"])
+def test_a_failing_worker_stops_the_others_and_is_reported(how):
+    # the error is raised here with its own type and the worker's traceback as its
+    # cause; a worker killed by a signal is reported by its exit code; either way rank
+    # 0, blocked in a collective, is stopped instead of waiting for its peer forever
+    if how == "raise":
+        with pytest.raises(ValueError, match="rank 1 cannot go on") as info:
+            run_data_parallel(_fail_on_one_rank, (how,), num_workers=2)
+        assert "in data-parallel worker 1" in str(info.value.__cause__)
+        assert "_fail_on_one_rank" in str(info.value.__cause__)
+    else:
+        with pytest.raises(RuntimeError, match="worker 1 ended with exit code -9"):
+            run_data_parallel(_fail_on_one_rank, (how,), num_workers=2)
 
 
 # ---------------------------------------------------------------------- argument checks
