@@ -13,6 +13,7 @@ from pyro_gwg.proposals.gwg import (
     gwg_proposal,
     gwg_step,
     inverse_cdf_draws,
+    log_mass_left,
     move_log_prob,
     proposal_logits,
     sample_move,
@@ -41,5 +42,6 @@ __all__ = [
     "proposal_logits",
     "sample_move",
     "select",
+    "log_mass_left",
     "sequential_log_probs",
 ]

@@ -115,6 +115,7 @@ __all__ = [
     "move_log_prob",
     "proposal_logits",
     "sample_move",
+    "log_mass_left",
     "sequential_log_probs",
 ]
 
@@ -324,30 +325,51 @@ def distinct_counts(num_flips: torch.Tensor) -> torch.Tensor:
     return num_flips - fewer.long()
 
 
+def log_mass_left(
+    log_probs: torch.Tensor,
+    draws: torch.Tensor,
+    active: Optional[torch.Tensor] = None,
+    reverse: bool = False,
+) -> torch.Tensor:
+    r"""Log of the mass left before each draw of a sequence drawn without replacement,
+    :math:`\log\big(1 - \sum_{m < n} q(i_m)\big)` (``reverse``: of the sequence read
+    backwards, :math:`\sum_{m > n}`).
+
+    The mass left is summed from positive terms, the mass of the entries never drawn
+    plus that of draw ``n`` and the draws after it (before it, reversed), so that it
+    keeps its relative precision when the first draws take nearly all the mass.
+
+    :param torch.Tensor log_probs: ``[C, D]`` log probabilities (rows sum to one).
+    :param torch.Tensor draws: long ``[C, N]`` entries, distinct where active.
+    :param active: bool ``[C, N]``, the draws that count (anywhere in the row), or
+        ``None`` for all.
+    :param bool reverse: read the sequence backwards.
+    :returns: ``[C, N]``; the values at inactive draws are meaningless.
+    """
+    picked = log_probs.gather(1, draws)
+    if active is None:
+        active = torch.ones_like(draws, dtype=torch.bool)
+    picked = picked.masked_fill(~active, -math.inf)
+    drawn = torch.zeros_like(log_probs).scatter_add(1, draws, active.to(log_probs.dtype)) > 0
+    never = torch.logsumexp(log_probs.masked_fill(drawn, -math.inf), -1, keepdim=True)
+    # draw n and those after it in drawing order (before it, read backwards)
+    later = picked.logcumsumexp(1) if reverse else picked.flip(1).logcumsumexp(1).flip(1)
+    return torch.logaddexp(later, never)
+
+
 def sequential_log_probs(
     log_probs: torch.Tensor, draws: torch.Tensor, active: Optional[torch.Tensor] = None
 ) -> torch.Tensor:
     r"""Log-probability of each draw of a sequence without replacement given the
-    earlier ones, :math:`\log q(i_n) - \log\big(1 - \sum_{m < n} q(i_m)\big)`.
-
-    The mass left before draw ``n`` is summed from positive terms, the mass of the
-    entries never drawn plus that of the draws ``n, n + 1, ...``, so that it keeps its
-    relative precision when the first draws take nearly all the mass.
+    earlier ones, :math:`\log q(i_n) - \log\big(1 - \sum_{m < n} q(i_m)\big)`
+    (the second term from :func:`log_mass_left`).
 
     :param torch.Tensor log_probs: ``[C, D]`` log probabilities (rows sum to one).
-    :param torch.Tensor draws: long ``[C, N]`` distinct entries, in drawing order (an
-        inactive draw repeats the first one).
-    :param active: bool ``[C, N]``, the draws that count (a prefix of each row), or
-        ``None`` for all.
+    :param torch.Tensor draws: long ``[C, N]`` distinct entries, in drawing order.
+    :param active: bool ``[C, N]``, the draws that count, or ``None`` for all.
     :returns: ``[C, N]``; the values at inactive draws are meaningless.
     """
-    picked = log_probs.gather(1, draws)
-    counted = picked if active is None else picked.masked_fill(~active, -math.inf)
-    drawn = torch.zeros_like(log_probs, dtype=torch.bool)
-    drawn = drawn.scatter(1, draws, torch.ones_like(draws, dtype=torch.bool))
-    never = torch.logsumexp(log_probs.masked_fill(drawn, -math.inf), -1, keepdim=True)
-    later = counted.flip(1).logcumsumexp(1).flip(1)  # draws n, n + 1, ...
-    return picked - torch.logaddexp(never, later)
+    return log_probs.gather(1, draws) - log_mass_left(log_probs, draws, active)
 
 
 def _gumbel_argmax(log_probs: torch.Tensor) -> torch.Tensor:

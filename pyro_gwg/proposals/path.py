@@ -95,6 +95,7 @@ from pyro_gwg.proposals.gwg import (
     gwg_init,
     gwg_proposal,
     inverse_cdf_draws,
+    log_mass_left,
     move_log_prob,
 )
 from pyro_gwg.proposals.layout import CoordinateLayout
@@ -367,7 +368,7 @@ def without_replacement_log_prob(
 ) -> torch.Tensor:
     r"""Log normalisers :math:`-\sum_l \log(1 - \sum_{m < l} q(i_m))` of a sequence of
     distinct coordinates drawn without replacement (``reverse``: of the sequence read
-    backwards), each remaining mass summed from the masses left.
+    backwards), from GWG's :func:`~pyro_gwg.proposals.gwg.log_mass_left`.
 
     :param torch.Tensor log_q_coord: ``[C, D]`` log coordinate marginal.
     :param torch.Tensor draws: long ``[C, N]`` the sequence (distinct where active).
@@ -375,12 +376,7 @@ def without_replacement_log_prob(
     :param bool reverse: normalise the reversed sequence.
     :returns: ``[C]``.
     """
-    picked = torch.where(active, log_q_coord.gather(1, draws), -math.inf)
-    chosen = torch.zeros_like(log_q_coord).scatter_add(1, draws, active.to(log_q_coord.dtype)) > 0
-    rest = torch.logsumexp(log_q_coord.masked_fill(chosen, -math.inf), -1, keepdim=True)
-    # the mass left before draw l: the rest, and draw l with those after it in path order
-    after = torch.logcumsumexp(picked, 1) if reverse else picked.flip(1).logcumsumexp(1).flip(1)
-    return -_masked_sum(torch.logaddexp(after, rest), active)
+    return -_masked_sum(log_mass_left(log_q_coord, draws, active, reverse), active)
 
 
 def pafs_step(
