@@ -66,6 +66,7 @@ from pyro_gwg.sites import (
     base_constraint,
     build_layout,
     classify_site,
+    own_term_weight,
     unwrap_distribution,
 )
 
@@ -522,7 +523,11 @@ class DiscreteEnergy:
         return torch.where(grad.abs() < math.inf, grad, 0.0)
 
     def _own_logits(self, trace, site: DiscreteSite, num_chains: int):
-        logits = unwrap_distribution(trace.nodes[site.name]["fn"]).logits
+        node = trace.nodes[site.name]
+        logits = unwrap_distribution(node["fn"]).logits
+        weight = own_term_weight(node)  # the site's scale and masks
+        if weight is not None:
+            logits = logits * weight.to(logits.dtype).unsqueeze(-1)
         shape = site.model_shape(num_chains, self.max_plate_nesting)
         if site.kind == CATEGORICAL:
             shape = shape + (site.num_categories,)

@@ -68,6 +68,39 @@ def unwrap_distribution(fn):
     return fn
 
 
+def own_term_weight(node) -> Optional[torch.Tensor]:
+    """The weight of a sample site's own log-probability at each element of its
+    innermost distribution's batch (:func:`unwrap_distribution`): the scale of the
+    site's handlers times its masks (``poutine.mask`` and ``.mask()`` at any depth),
+    with the dimensions that ``Independent`` wrappers below each factor reinterpret
+    added on the right; ``None`` when the site is neither scaled nor masked.
+
+    :param dict node: a trace node of type ``"sample"``.
+    :returns: a tensor that broadcasts against the innermost batch shape, or ``None``.
+    """
+    layers = []
+    fn = node["fn"]
+    while isinstance(fn, (Independent, MaskedDistribution, ExpandedDistribution)):
+        layers.append(fn)
+        fn = fn.base_dist
+    independent = [layer for layer in layers if isinstance(layer, Independent)]
+    below = sum(layer.reinterpreted_batch_ndims for layer in independent)
+    factors = [(node["scale"], below), (node["mask"], below)]
+    for layer in layers:
+        if isinstance(layer, Independent):
+            below -= layer.reinterpreted_batch_ndims
+        elif isinstance(layer, MaskedDistribution):
+            factors.append((layer._mask, below))
+    weight = None
+    for factor, trailing in factors:
+        if factor is None or (not torch.is_tensor(factor) and factor == 1):
+            continue
+        factor = torch.as_tensor(factor, dtype=torch.get_default_dtype())
+        factor = factor.reshape(factor.shape + (1,) * trailing) if factor.dim() else factor
+        weight = factor if weight is None else weight * factor
+    return weight
+
+
 def base_constraint(support):
     """The constraint below any ``independent`` wrappers."""
     while isinstance(support, constraints.independent):

@@ -487,3 +487,74 @@ def test_vmap_runs_pyro_models_on_the_torch_ci_runs():
     # runs it must find vmap working, so that it cannot hide a regression there
     if tuple(int(p) for p in torch.__version__.split(".")[:2]) >= (2, 13):
         assert VMAP_RUNS_PYRO
+
+
+# ---------------------------------------------------------------- weighted own terms
+
+LOGITS = torch.tensor([[0.3, -1.2, 0.8], [1.5, 0.0, -0.7], [-0.2, 0.4, 0.1]])
+COUPLING = torch.tensor([[0.5, -0.3, 1.1], [-0.8, 0.2, 0.6], [0.9, -1.4, 0.0]])
+KEEP = torch.tensor([True, False, True])
+
+
+def _one_hot_site(kind, wrap):
+    def model():
+        with pyro.plate("items", 3):
+            fn = dist.OneHotCategorical(logits=LOGITS)
+            if kind == "categorical":
+                fn = dist.Categorical(logits=LOGITS)
+            if wrap == "dist.mask":
+                fn = fn.mask(KEEP)
+            if wrap == "scale":
+                with poutine.scale(scale=0.3):
+                    z = pyro.sample("z", fn)
+            elif wrap == "scale tensor":
+                with poutine.scale(scale=torch.tensor([2.0, 0.5, 1.5])):
+                    z = pyro.sample("z", fn)
+            elif wrap == "poutine.mask":
+                with poutine.mask(mask=KEEP):
+                    z = pyro.sample("z", fn)
+            else:
+                z = pyro.sample("z", fn)
+        if kind == "one-hot":  # a term linear in the one-hot values
+            pyro.factor("linear", (z * COUPLING).sum())
+
+    return model
+
+
+def _event_site(wrap):
+    # three one-hot coordinates as one event of a site with a batch of two
+    def model():
+        fn = dist.OneHotCategorical(logits=torch.stack([LOGITS, LOGITS.flip(0)])).to_event(1)
+        if wrap == "dist.mask":
+            fn = fn.mask(torch.tensor([False, True]))
+        with poutine.scale(scale=0.7):
+            z = pyro.sample("z", fn)
+        pyro.factor("linear", (z * COUPLING).sum())
+
+    return model
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        _one_hot_site(kind, wrap)
+        for kind in ("one-hot", "categorical")
+        for wrap in ("none", "scale", "scale tensor", "poutine.mask", "dist.mask")
+    ]
+    + [_event_site("none"), _event_site("dist.mask")],
+)
+def test_first_order_differences_are_exact_for_a_linear_energy(model):
+    # a one-hot value enters its own (scaled, masked) log-probability and the factor
+    # linearly, so the first-order estimate of every one-coordinate move must equal the
+    # change of the log joint: scales and masks of the site's own term included
+    energy = DiscreteEnergy(model)
+    num_coords = energy.layout.num_coords
+    states = torch.randint(0, 3, (4, num_coords), generator=torch.Generator().manual_seed(0))
+    log_joint, grad = energy.value_and_grad(states)
+    for i in range(num_coords):
+        for b in range(3):
+            moved = states.clone()
+            moved[:, i] = b
+            predicted = grad[:, i, b] - grad[:, i].gather(1, states[:, i, None])[:, 0]
+            actual = energy.log_joint(moved) - log_joint
+            torch.testing.assert_close(predicted.double(), actual, rtol=0, atol=1e-5)
