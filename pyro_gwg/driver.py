@@ -129,6 +129,9 @@ class ChainDriver:
         function reaches the predicted compile time).
     :ivar on_compile: ``callable(message)`` told before a compilation of the ``"auto"``
         mode starts (a runner shows it in its progress bar), or ``None``.
+    :ivar float compile_seconds: wall-clock seconds spent compiling since the driver
+        was made: tracing, exporting and AOTInductor compilation, or loading a
+        compiled package from the disk cache (the first traced call runs one step).
     """
 
     def __init__(
@@ -150,6 +153,7 @@ class ChainDriver:
         self.moves = MoveMonitor()
         self.horizon: Optional[int] = None
         self.on_compile: Optional[Callable[[str], None]] = None
+        self.compile_seconds = 0.0
         self._algorithms: Dict[tuple, Algorithm] = {}
         self._compiled: Dict[tuple, Callable] = {}
         # the build arguments in force, as a cache key (changed only by the adaptation)
@@ -316,7 +320,9 @@ class ChainDriver:
         key = key + self._static_key
         fn = self._compiled.get(key)
         if fn is None:
+            begin = time.perf_counter()
             fn = self._compile(body_of, backend, calls_left)
+            self.compile_seconds += time.perf_counter() - begin
             if tuned and self.state.codes.device.type == "cpu":
                 fn = _ThreadTuned(fn)
             self._compiled[key] = fn
@@ -402,7 +408,9 @@ class ChainDriver:
             current = tuple(self.state) + tuple(inputs[name] for name in names)
             if self.on_compile is not None:
                 self.on_compile("compiling with AOTInductor")
+            begin = time.perf_counter()
             compiled = compilation.try_aot_compile(flat, current, key, ops)
+            self.compile_seconds += time.perf_counter() - begin
             return None if compiled is None else wrap(compiled)
 
         device = state.codes.device.type

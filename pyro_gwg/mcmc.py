@@ -165,10 +165,12 @@ class MCMC(AbstractMCMC):
     :ivar int num_draws_kept: draws per chain held after the last :meth:`run` (``None``
         before the first run).
     :ivar dict timing: wall-clock seconds of the last run: ``setup`` (tracing, initial
-        states), ``warmup`` and ``sampling`` (compilation falls in the first step of
-        warmup, or of sampling without warmup), summed over the blocks of chains
-        (with ``"ray"`` summed over the workers' blocks, and ``wall``, the run's
-        wall-clock time); empty when the last run raised.
+        states), ``warmup`` and ``sampling``, and ``compile``, the part of those two
+        spent compiling transitions (:attr:`~pyro_gwg.driver.ChainDriver.compile_seconds`:
+        at the first step, and where ``jit_compile="auto"`` moves to AOTInductor),
+        summed over the blocks of chains (with ``"ray"`` summed over the workers'
+        blocks, and ``wall``, the run's wall-clock time; ``chain_method="parallel"``
+        does not measure ``compile``); empty when the last run raised.
 
     Example::
 
@@ -328,7 +330,7 @@ class MCMC(AbstractMCMC):
             if initial_params is not None:
                 initial_params = {k: v.to(self.device) for k, v in initial_params.items()}
         self._args, self._kwargs = args, kwargs
-        self.timing = {"setup": 0.0, "warmup": 0.0, "sampling": 0.0}
+        self.timing = {"setup": 0.0, "warmup": 0.0, "sampling": 0.0, "compile": 0.0}
         try:
             with _validation(self.disable_validation):
                 if self.chain_method == "parallel":
@@ -550,6 +552,7 @@ class MCMC(AbstractMCMC):
                 self.hook_fn(kernel, kernel.current_values(), stage, t - start)
             progress.update(codes.shape[1], info.accepted)
 
+        compiled_before = driver.compile_seconds
         try:
             for stage, phase, steps in phases:
                 progress.start(stage + " " + label)
@@ -563,6 +566,7 @@ class MCMC(AbstractMCMC):
         finally:
             progress.close()
             driver.horizon = driver.on_compile = None
+            self.timing["compile"] += driver.compile_seconds - compiled_before
         kernel.cleanup()
 
     def _check_site_names(self, energy: DiscreteEnergy) -> None:
@@ -611,6 +615,7 @@ class MCMC(AbstractMCMC):
             disable_progbar=self.disable_progbar,
             disable_validation=self.disable_validation,
         )
+        del self.timing["compile"]  # compiled in Pyro's worker processes, not measured
         clock = time.perf_counter()
         mcmc.run(*args, **kwargs)
         self._tick("sampling", clock)
