@@ -7,10 +7,12 @@ optional dependencies (ArviZ, scikit-learn) load when first used.
 """
 
 from pyro_gwg import _deprecated, diagnostics, enumeration, kernels, models, proposals
+from pyro_gwg.compilation import CompilationWarning
 from pyro_gwg.energy import BatchingWarning, DiscreteEnergy
 from pyro_gwg.enumeration import exact_posterior
 from pyro_gwg.inference_data import to_inference_data
 from pyro_gwg.kernels import REGISTRY, DiscreteKernel
+from pyro_gwg.kernels.base import StuckChainWarning
 from pyro_gwg.kernels.mixed import MixedGibbs
 from pyro_gwg.mcmc import MCMC, fit_many
 from pyro_gwg.sites import UnsupportedModelError
@@ -22,10 +24,12 @@ __version__ = "0.1.0"
 __all__ = [
     *REGISTRY,
     "BatchingWarning",
+    "CompilationWarning",
     "DiscreteEnergy",
     "DiscreteKernel",
     "MCMC",
     "MixedGibbs",
+    "StuckChainWarning",
     "UnsupportedModelError",
     "__version__",
     "diagnostics",

@@ -23,12 +23,12 @@ HMC and NUTS) with statistic ``target_accept_prob - accept_prob``.
 from __future__ import annotations
 
 import math
-import warnings
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
 import torch
 from pyro.ops.dual_averaging import DualAveraging
 
+from pyro_gwg._warn import warn
 from pyro_gwg.proposals.ncg import (
     CandidateGrid,
     PreconditionerFit,
@@ -171,11 +171,10 @@ class PreconditionerAdaptation:
         step, start, fit_at = t + 1, self.num_warmup // 4, self.num_warmup // 2
         if self.num_warmup < self.min_warmup:
             if step == self.num_warmup:
-                warnings.warn(
+                warn(
                     "PAVG needs at least {} warmup steps to estimate its preconditioner; "
                     "running with M = 0 (AVG).".format(self.min_warmup),
                     UserWarning,
-                    stacklevel=2,
                 )
             return state
         if start < step <= fit_at:
@@ -192,10 +191,9 @@ class PreconditionerAdaptation:
         self._collected = []
         fit = fit_preconditioner(states, grads, log_joints, mask=self.grid.block_mask())
         if fit is None:
-            warnings.warn(
+            warn(
                 "PAVG saw no moves while collecting warmup states; running with M = 0 (AVG).",
                 UserWarning,
-                stacklevel=3,
             )
             return state
         self.fit = fit

@@ -59,6 +59,8 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Set, Tupl
 import pyro
 import torch
 
+from pyro_gwg._warn import warn
+
 __all__ = [
     "BACKENDS",
     "aot_available",
@@ -716,12 +718,11 @@ def choose_backend(device: torch.device | str = "cpu") -> str:
 def _resolve(backend: str, device: torch.device | str) -> str:
     if backend in DEPRECATED_BACKENDS:
         replacement = DEPRECATED_BACKENDS[backend]
-        warnings.warn(
+        warn(
             "backend={!r} is deprecated; use {!r} (the same compiler), or 'default'.".format(
                 backend, replacement
             ),
             DeprecationWarning,
-            stacklevel=3,
         )
         return replacement
     if backend == "default":
@@ -746,7 +747,7 @@ def _report(name: str, error: Exception, following: Tuple[str, ...]) -> None:
         logger.debug(message)
         return
     _WARNED.add(key)
-    warnings.warn(message, CompilationWarning, stacklevel=4)
+    warn(message, CompilationWarning)
 
 
 def compile_function(fn: Callable, example_inputs: tuple, backend: str) -> Optional[Callable]:

@@ -56,6 +56,7 @@ from pyro.infer.autoguide.initialization import init_to_sample
 from pyro_gwg import _trace
 from pyro_gwg._taint import Read, sources_of, trace_reads
 from pyro_gwg._validation import check_integer, is_integer
+from pyro_gwg._warn import warn
 from pyro_gwg.compilation import trace_compile
 from pyro_gwg.proposals.layout import CoordinateLayout
 from pyro_gwg.sites import (
@@ -721,7 +722,7 @@ class DiscreteEnergy:
                     break
         self.batching = mode
         if mode != "plate":
-            warnings.warn(
+            warn(
                 "The model does not broadcast over a batch dimension on the left of its "
                 "plates: {}. pyro-gwg evaluates several states {}, which is exact but "
                 "slower than one batched run of the model. For speed, write the model "
@@ -736,7 +737,6 @@ class DiscreteEnergy:
                     else "one at a time (one run of the model per state and chain)",
                 ),
                 BatchingWarning,
-                stacklevel=4,
             )
         return mode
 
@@ -1089,7 +1089,7 @@ class DiscreteEnergy:
             rest_change = (total - own) - (base_total - float(base_terms[site.name]))
             if not abs(rest_change) <= 1e-6 * (1 + abs(base_total)):  # NaN counts too
                 self._warned_categoricals.add(site.name)
-                warnings.warn(
+                warn(
                     "Categorical site {} is used by the model beyond its own "
                     "log-probability (for example as an index, locs[z]). Integer "
                     "values carry no gradient, so the gradient-informed proposal for "
@@ -1099,7 +1099,6 @@ class DiscreteEnergy:
                         site.describe()
                     ),
                     UserWarning,
-                    stacklevel=3,
                 )
 
 

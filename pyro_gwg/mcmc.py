@@ -53,6 +53,7 @@ from tqdm.auto import tqdm
 
 from pyro_gwg import _trace, cluster
 from pyro_gwg._validation import check_bool, check_integer, is_integer
+from pyro_gwg._warn import warn
 from pyro_gwg.diagnostics import site_diagnostics
 from pyro_gwg.energy import DiscreteEnergy
 from pyro_gwg.kernels.base import DiscreteKernel
@@ -1010,7 +1011,7 @@ def _warn_constant(site, stuck: torch.Tensor, num_chains: int, num_draws: int) -
             index //= size
         labels.append("{}[{}]".format(site.name, ",".join(map(str, reversed(position)))))
     more = " and {} more".format(len(flat) - 10) if len(flat) > 10 else ""
-    warnings.warn(
+    warn(
         "Site '{}': {} of {} coordinate(s) never changed in any chain after warmup "
         "({}{}; {} draws per chain, {} chain(s)). Their n_eff and r_hat are NaN where "
         "every chain holds the same value (and r_hat is infinite where chains hold "
@@ -1022,7 +1023,6 @@ def _warn_constant(site, stuck: torch.Tensor, num_chains: int, num_draws: int) -
             site.name, len(flat), site.num_coords, ", ".join(labels), more, num_draws, num_chains
         ),
         UserWarning,
-        stacklevel=4,
     )
 
 

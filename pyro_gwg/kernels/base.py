@@ -26,6 +26,7 @@ from pyro.infer.autoguide.initialization import init_to_sample
 from pyro.infer.mcmc.mcmc_kernel import MCMCKernel
 
 from pyro_gwg._validation import check_integer
+from pyro_gwg._warn import warn
 from pyro_gwg.compilation import CompilationWarning
 from pyro_gwg.driver import ChainDriver
 from pyro_gwg.energy import DiscreteEnergy
@@ -247,10 +248,9 @@ class DiscreteKernel(MCMCKernel):
         except (UnsupportedModelError, RuntimeError) as error:
             if self.jit_compile != "auto":
                 raise
-            warnings.warn(
+            warn(
                 "{} Running {} eagerly.".format(error, type(self).__name__),
                 CompilationWarning,
-                stacklevel=4,
             )
             self.energy.jit_compile = False
             return False
@@ -318,7 +318,7 @@ class DiscreteKernel(MCMCKernel):
         stuck = (fraction < STUCK_FRACTION).nonzero().reshape(-1).tolist()
         if not stuck:
             return
-        warnings.warn(
+        warn(
             "After warmup, {} of {} changed state in fewer than {:.0%} of {} steps "
             "(lowest: {:.2%}): {} may be stuck, and {} draws would then not represent the "
             "posterior. A likelihood that is sharply peaked, or initial values far from "
@@ -337,7 +337,6 @@ class DiscreteKernel(MCMCKernel):
                 self._stuck_advice(),
             ),
             StuckChainWarning,
-            stacklevel=3,
         )
 
     def _warn_unchanged_coordinates(self, moves) -> None:
@@ -352,7 +351,7 @@ class DiscreteKernel(MCMCKernel):
             names = ", ".join(
                 "{}{}".format(site.name, list(i) if i else "") for i in index[:10]
             ) + (", ..." if len(index) > 10 else "")
-            warnings.warn(
+            warn(
                 "After warmup, {} of the {} coordinate(s) of site '{}' never changed in "
                 "any of the {} chain(s) of {} in {} steps ({}): either the posterior puts "
                 "almost all its mass on one value of each, or the sampler cannot move "
@@ -370,7 +369,6 @@ class DiscreteKernel(MCMCKernel):
                     names,
                 ),
                 StuckChainWarning,
-                stacklevel=4,
             )
 
     def _stuck_advice(self) -> str:
