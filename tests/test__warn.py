@@ -1,5 +1,5 @@
 """Warnings raised while a sampler runs point at the user's line, whatever the path
-through the library (pyro_gwg.MCMC, pyro.infer.MCMC, a mixed kernel), and their
+through the library (pyro_gwg.MCMC, pyro.infer.MCMC, MixedGibbs in pyro.infer.MCMC), and their
 classes can be imported from the package to filter them."""
 
 import warnings
@@ -8,10 +8,11 @@ import pyro
 import pyro.distributions as dist
 import pytest
 import torch
+from pyro.infer import HMC
 from pyro.infer import MCMC as PyroMCMC
 
 import pyro_gwg
-from pyro_gwg import GWG, MCMC, StuckChainWarning
+from pyro_gwg import GWG, MCMC, MixedGibbs, StuckChainWarning
 from pyro_gwg._warn import warn
 
 
@@ -24,6 +25,17 @@ def one_bit_never_moves(y):
 def indexed_categorical():
     z = pyro.sample("z", dist.Categorical(logits=torch.zeros(3)))
     pyro.sample("y", dist.Normal(torch.tensor([-1.0, 0.0, 1.0])[z], 1.0), obs=torch.tensor(0.3))
+
+
+def with_a_location(y):
+    loc = pyro.sample("loc", dist.Normal(0.0, 1.0))
+    with pyro.plate("bits", 3):
+        x = pyro.sample("x", dist.Bernoulli(logits=torch.tensor([0.5, -0.5, 40.0])))
+    pyro.sample("y", dist.Normal(loc + x.sum(-1, keepdim=True), 1.0), obs=y)
+
+
+def _run_mixed(model, *args):
+    PyroMCMC(MixedGibbs(HMC(model, num_steps=2), GWG()), 150, 20, disable_progbar=True).run(*args)
 
 
 def _run_pyro(model, *args):
@@ -51,6 +63,16 @@ def test_run_time_warnings_point_at_the_callers_line(runner, model, args, catego
     ours = [w for w in caught if issubclass(w.category, category) and match in str(w.message)]
     assert ours, [str(w.message) for w in caught]
     # the first frame outside pyro-gwg, Pyro and PyTorch: this file's runner
+    assert all(w.filename == __file__ for w in ours), [(w.filename, w.lineno) for w in ours]
+
+
+def test_a_mixed_kernel_warns_at_the_callers_line():
+    pyro.set_rng_seed(0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _run_mixed(with_a_location, torch.tensor([1.5]))
+    ours = [w for w in caught if issubclass(w.category, StuckChainWarning)]
+    assert ours, [str(w.message) for w in caught]
     assert all(w.filename == __file__ for w in ours), [(w.filename, w.lineno) for w in ours]
 
 
