@@ -951,11 +951,12 @@ def _worker_main(rank: int, world_size: int, folder: str, seed: int, fn: Callabl
         code = 0
     except BaseException as error:
         try:
-            pickle.dumps(error)
+            pickled = pickle.dumps(error)
         except Exception:
-            error = RuntimeError("{}: {}".format(type(error).__name__, error))
+            pickled = None
+        summary = "{}: {}".format(type(error).__name__, error)
         with open(os.path.join(folder, "error-{}.pkl".format(rank)), "wb") as file:
-            pickle.dump((error, traceback.format_exc()), file)
+            pickle.dump((pickled, summary, traceback.format_exc()), file)
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
@@ -984,7 +985,11 @@ def _join_workers(processes: list, folder: str) -> None:
             error_file = os.path.join(folder, "error-{}.pkl".format(rank))
             if os.path.exists(error_file):
                 with open(error_file, "rb") as file:
-                    error, text = pickle.load(file)
+                    pickled, summary, text = pickle.load(file)
+                try:  # an exception whose class cannot be rebuilt here comes as its text
+                    error = pickle.loads(pickled)
+                except Exception:
+                    error = RuntimeError(summary)
                 raise error from _RemoteTraceback(
                     "in data-parallel worker {}:\n{}".format(rank, text)
                 )

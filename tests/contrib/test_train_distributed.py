@@ -209,16 +209,25 @@ def test_two_workers_learn_the_couplings_of_one_within_monte_carlo_error():
 # ---------------------------------------------------------------------- failing workers
 
 
+class _NeedsItsArgument(Exception):
+    """An exception whose instances pickle but do not unpickle (a required keyword)."""
+
+    def __init__(self, *, detail: str) -> None:
+        super().__init__("the worker's own error: " + detail)
+
+
 def _fail_on_one_rank(how: str):
     """Rank 1 fails while rank 0 waits for it in a collective that never completes."""
     if dist.get_rank() == 1:
         if how == "raise":
             raise ValueError("rank 1 cannot go on")
+        if how == "unpicklable":
+            raise _NeedsItsArgument(detail="rank 1")
         os.kill(os.getpid(), signal.SIGKILL)
     dist.all_reduce(torch.ones(1))
 
 
-@pytest.mark.parametrize("how", ["raise", "killed"])
+@pytest.mark.parametrize("how", ["raise", "unpicklable", "killed"])
 def test_a_failing_worker_stops_the_others_and_is_reported(how):
     # the error is raised here with its own type and the worker's traceback as its
     # cause; a worker killed by a signal is reported by its exit code; either way rank
@@ -228,6 +237,9 @@ def test_a_failing_worker_stops_the_others_and_is_reported(how):
             run_data_parallel(_fail_on_one_rank, (how,), num_workers=2)
         assert "in data-parallel worker 1" in str(info.value.__cause__)
         assert "_fail_on_one_rank" in str(info.value.__cause__)
+    elif how == "unpicklable":
+        with pytest.raises(RuntimeError, match="_NeedsItsArgument: the worker's own error"):
+            run_data_parallel(_fail_on_one_rank, (how,), num_workers=2)
     else:
         with pytest.raises(RuntimeError, match="worker 1 ended with exit code -9"):
             run_data_parallel(_fail_on_one_rank, (how,), num_workers=2)
