@@ -310,6 +310,24 @@ class DiscreteEnergy:
         """Model values ``{name: [C, *value_shape]}`` of a batch of states."""
         return {s.name: s.values_from_codes(c) for s, c in zip(self.sites, self.split(codes))}
 
+    def with_chain_dim(self, values: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+        """The values of one chain with a leading chain dimension of size 1: a value
+        shaped like its site gets one (as :class:`pyro.infer.MCMC` passes a single
+        chain's values), a value shaped ``[1, *value_shape]`` is kept; other shapes are
+        left for :meth:`codes_from_values` to refuse.
+
+        :param dict values: ``{name: value}`` (tensors, arrays or nested lists).
+        :rtype: dict
+        """
+        shapes = {site.name: tuple(site.value_shape) for site in self.sites}
+        out = {}
+        for name, value in values.items():
+            value = torch.as_tensor(value)
+            if name in shapes and tuple(value.shape) != (1,) + shapes[name]:
+                value = value.unsqueeze(0)
+            out[name] = value
+        return out
+
     def codes_from_values(
         self, values: Dict[str, torch.Tensor], what: str = "Value"
     ) -> torch.Tensor:

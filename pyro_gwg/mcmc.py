@@ -103,7 +103,8 @@ class MCMC(AbstractMCMC):
         (the default) means ``num_samples`` steps, as in :class:`pyro.infer.MCMC`.
     :param dict initial_params: initial model values ``{site: value}``, each with a
         leading chain dimension of size ``num_chains`` (tensors, numpy arrays or nested
-        lists; arrays and lists are converted to tensors).
+        lists; arrays and lists are converted to tensors); for one chain also without
+        it, as :class:`pyro.infer.MCMC` takes them.
     :param int num_chains: number of chains, at least 1.
     :param callable hook_fn: ``hook_fn(kernel, params, stage, i)`` after every step, as
         in Pyro: ``stage`` is ``"Warmup"`` or ``"Sample"`` and ``i`` counts the steps
@@ -397,9 +398,7 @@ class MCMC(AbstractMCMC):
     def _run_blocks(self, blocks: List[slice], seeds: List[int], initial_params, args, kwargs):
         """Run the blocks of chains one after the other, each under its seed."""
         for block, seed in zip(blocks, seeds):
-            params = None
-            if initial_params is not None:
-                params = {k: v[block] for k, v in initial_params.items()}
+            params = _block_params(initial_params, block, self.num_chains)
             label = "[{}] ".format(block.start) if len(blocks) > 1 else ""
             with cluster.seeded(seed):
                 self._run_batch(block, params, label, args, kwargs)
@@ -409,7 +408,10 @@ class MCMC(AbstractMCMC):
         statistics in block order."""
         energy = self._local_energy(args, kwargs)
         if initial_params is not None:  # refused here rather than on a worker
-            energy.check_initial(energy.codes_from_values(initial_params, "Initial value"))
+            values = initial_params
+            if self.num_chains == 1:
+                values = energy.with_chain_dim(values)
+            energy.check_initial(energy.codes_from_values(values, "Initial value"))
         num_workers = self.num_workers
         if num_workers is None:
             ray = cluster.require_ray("pyro_gwg.MCMC(chain_method='ray')")
@@ -452,8 +454,7 @@ class MCMC(AbstractMCMC):
         device = self.device
         if device is None and self.ray_remote_args.get("num_gpus", 0):
             device = torch.device("cuda")
-        if initial_params is not None:
-            initial_params = {k: v[block] for k, v in initial_params.items()}
+        initial_params = _block_params(initial_params, block, self.num_chains)
         settings = dict(
             num_samples=self.num_samples,
             warmup_steps=self.warmup_steps,
@@ -508,9 +509,7 @@ class MCMC(AbstractMCMC):
         kernel = self.kernel
         num_chains = chains.stop - chains.start
         kernel.vectorized_chains = num_chains
-        if initial_params is not None and num_chains == 1:
-            initial_params = {k: v[0] for k, v in initial_params.items()}
-        kernel.initial_params = initial_params
+        kernel.initial_params = initial_params  # one chain: with or without its chain dim
         clock = time.perf_counter()
         kernel.setup(self.warmup_steps, *args, **kwargs)
         clock = self._tick("setup", clock)
@@ -603,8 +602,6 @@ class MCMC(AbstractMCMC):
     def _run_with_pyro(self, initial_params, args, kwargs) -> None:
         kernel = self.kernel
         energy = self._local_energy(args, kwargs)
-        if initial_params is not None and self.num_chains == 1:
-            initial_params = {k: v[0] for k, v in initial_params.items()}  # as Pyro wants
         mcmc = pyro.infer.MCMC(
             kernel,
             num_samples=self.num_samples,
@@ -1269,8 +1266,18 @@ def _check_save_params(save_params) -> Optional[List[str]]:
     return list(save_params)
 
 
+def _block_params(initial_params, block: slice, num_chains: int):
+    """The initial values of a block of chains; a block that is the whole run takes
+    them as given (one chain's values may come without their chain dimension, as in
+    :class:`pyro.infer.MCMC`: the kernel tells them apart by the sites' shapes)."""
+    if initial_params is None or (block.start == 0 and block.stop == num_chains):
+        return initial_params
+    return {k: v[block] for k, v in initial_params.items()}
+
+
 def _check_initial_params(initial_params, num_chains: int) -> Optional[Dict[str, torch.Tensor]]:
-    """``initial_params`` as tensors with a leading chain dimension of ``num_chains``."""
+    """``initial_params`` as tensors with a leading chain dimension of ``num_chains``
+    (for one chain, also without it, as :class:`pyro.infer.MCMC` takes them)."""
     if initial_params is None:
         return None
     if not isinstance(initial_params, Mapping):
@@ -1292,12 +1299,13 @@ def _check_initial_params(initial_params, num_chains: int) -> Optional[Dict[str,
                     "initial_params['{}'] must be a tensor, a numpy array or a nested list "
                     "of numbers, got {!r} of type {}.".format(name, value, type(value).__name__)
                 ) from None
+        if num_chains == 1:  # its shape is checked against the site's at setup
+            out[name] = value
+            continue
         if value.dim() == 0:
             raise ValueError(
                 "initial_params['{}'] is a scalar; it needs a leading (chain) dimension of "
-                "size num_chains={}, e.g. torch.tensor([value]) for one chain.".format(
-                    name, num_chains
-                )
+                "size num_chains={}.".format(name, num_chains)
             )
         if value.shape[0] != num_chains:
             raise ValueError(

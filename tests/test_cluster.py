@@ -239,6 +239,21 @@ def test_ray_blocks_take_their_initial_values_and_saved_sites(ray_cluster):
         mcmc.run()
         runs.append(mcmc.get_samples(group_by_chain=True))
     assert list(runs[1]) == ["b"] and torch.equal(runs[0]["b"], runs[1]["b"])
+    # one chain: its values with or without the chain dimension, as in pyro.infer.MCMC
+    one = []
+    for method, value in (("vectorized", start["a"][:1]), ("ray", start["a"][0])):
+        pyro.set_rng_seed(1)
+        mcmc = MCMC(
+            eager_gwg(model),
+            5,
+            0,
+            {"a": value, "b": start["b"][0]},
+            chain_method=method,
+            disable_progbar=True,
+        )
+        mcmc.run()
+        one.append(mcmc.get_samples()["a"])
+    assert torch.equal(one[0], one[1])
     bad = dict(start, b=torch.tensor([0, 1, 5, 0]))
     mcmc = MCMC(
         eager_gwg(model),

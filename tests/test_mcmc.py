@@ -370,7 +370,7 @@ def test_save_params_must_name_latent_sites():
             "initial_params\\['x'\\] has a leading \\(chain\\) dimension of size 3.*num_chains=2",
         ),
         (
-            {"initial_params": {"x": torch.tensor(1.0)}},
+            {"initial_params": {"x": torch.tensor(1.0)}, "num_chains": 2},
             ValueError,
             "initial_params\\['x'\\] is a scalar",
         ),
@@ -407,6 +407,44 @@ def test_numpy_integers_and_array_initial_params_are_accepted():
     assert type(mcmc.num_samples) is int and type(mcmc.num_chains) is int
     mcmc.run(*args)
     assert mcmc.get_samples(group_by_chain=True)["x"].shape == (2, 3, 5)
+
+
+def leading_one(y):
+    # a site whose own shape starts with 1: [1, 3] is one chain's value, [1, 1, 3] the
+    # same with its chain dimension
+    x = pyro.sample("x", dist.Bernoulli(torch.tensor([[0.3, 0.6, 0.5]])).to_event(2))
+    pyro.sample("y", dist.Normal(x.sum((-2, -1)), 1.0), obs=y)
+
+
+@pytest.mark.parametrize("chain_method", ["vectorized", "sequential", "parallel"])
+def test_one_chain_takes_its_initial_values_with_or_without_the_chain_dim(chain_method, request):
+    # as pyro.infer.MCMC takes them for one chain; both give the same run
+    if chain_method == "parallel":
+        request.getfixturevalue("worker_processes")
+    start = torch.tensor([[1.0, 0.0, 1.0]])
+    runs = []
+    for value in (start, start[None]):
+        pyro.set_rng_seed(0)
+        mcmc = MCMC(
+            GWG(leading_one, jit_compile=False),
+            20,
+            0,
+            {"x": value},
+            chain_method=chain_method,
+            disable_progbar=True,
+        )
+        mcmc.run(torch.tensor(2.0))
+        runs.append(mcmc.get_samples(group_by_chain=True)["x"])
+    assert runs[0].shape == (1, 20, 1, 3) and torch.equal(runs[0], runs[1])
+    # the kernel (as pyro.infer.MCMC drives it) starts where it is told, either way
+    for value in (start, start[None]):
+        kernel = GWG(leading_one, jit_compile=False)
+        kernel.initial_params = {"x": value}
+        kernel.setup(0, torch.tensor(2.0))
+        assert torch.equal(kernel.initial_params["x"], start)
+    bad = MCMC(GWG(leading_one), 5, 0, {"x": torch.zeros(3)}, disable_progbar=True)
+    with pytest.raises(ValueError, match="Initial value of latent site 'x'.*has shape"):
+        bad.run(torch.tensor(2.0))
 
 
 def test_initial_params_for_an_unknown_site_are_refused():

@@ -474,7 +474,7 @@ class DiscreteKernel(MCMCKernel):
     def _with_chain_dim(self, values: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
         if self.vectorized_chains > 1:
             return values
-        return {k: torch.as_tensor(v).unsqueeze(0) for k, v in values.items()}
+        return self.energy.with_chain_dim(values)
 
     @property
     def _param_names(self) -> List[str]:
