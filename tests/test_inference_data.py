@@ -14,6 +14,7 @@ import xarray as xr
 from pyro.infer import MCMC
 from pyro.infer.mcmc import api as mcmc_api
 from small_models import _W, SUITE
+from torch.distributions import constraints
 
 import pyro_gwg
 import pyro_gwg.inference_data as inference_data
@@ -331,6 +332,36 @@ def test_any_runner_with_the_interface_and_its_statistics():
     assert stats["diverging"].values.sum() == 1 and stats["diverging"].values[10, 2]
     np.testing.assert_array_equal(idata.posterior["x"].values, x.long().numpy())
     assert idata.log_likelihood["y"].shape == (num_chains, num_draws, 2)
+
+
+class _Counts(dist.Poisson):
+    support = constraints.dependent  # a support torch cannot classify
+
+    def sample(self, sample_shape=()):
+        return super().sample(torch.Size(sample_shape)).long()  # integer draws
+
+
+class _Levels(dist.Normal):
+    support = constraints.dependent
+
+
+def _dependent_supports(y):
+    # is_discrete of such a support raises NotImplementedError: the type of the
+    # site's values decides
+    count = pyro.sample("count", _Counts(2.0, validate_args=False))
+    level = pyro.sample("level", _Levels(0.0, 1.0, validate_args=False))
+    pyro.sample("y", dist.Normal(count + level, 1.0), obs=y)
+
+
+def test_sites_of_an_unclassifiable_support_are_typed_by_their_draws():
+    count = torch.randint(0, 4, (2, 3))
+    level = torch.randn(2, 3)
+    runner = Runner(GWG(), {"count": count, "level": level}, {}, (torch.tensor(0.5),))
+    runner.kernel.model = _dependent_supports
+    posterior = to_inference_data(runner, log_likelihood=False).posterior
+    assert posterior["count"].dtype == np.int8
+    assert (posterior["count"].values == count.numpy()).all()
+    assert posterior["level"].dtype == np.float32
 
 
 def test_continuous_sites_from_pyro_hmc_stay_floats():
