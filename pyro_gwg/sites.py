@@ -61,11 +61,19 @@ class UnsupportedModelError(ValueError):
     """A model (or a site of it) that pyro-gwg cannot sample; the message says why."""
 
 
+def _wrappers(fn) -> tuple:
+    """``(wrappers, innermost)``: the ``Independent``, expanded and masked wrappers of a
+    distribution, outermost first, and the distribution below them."""
+    layers = []
+    while isinstance(fn, (Independent, MaskedDistribution, ExpandedDistribution)):
+        layers.append(fn)
+        fn = fn.base_dist
+    return layers, fn
+
+
 def unwrap_distribution(fn):
     """The innermost distribution below ``Independent``, expanded and masked wrappers."""
-    while isinstance(fn, (Independent, MaskedDistribution, ExpandedDistribution)):
-        fn = fn.base_dist
-    return fn
+    return _wrappers(fn)[1]
 
 
 def own_term_weight(node) -> Optional[torch.Tensor]:
@@ -78,11 +86,7 @@ def own_term_weight(node) -> Optional[torch.Tensor]:
     :param dict node: a trace node of type ``"sample"``.
     :returns: a tensor that broadcasts against the innermost batch shape, or ``None``.
     """
-    layers = []
-    fn = node["fn"]
-    while isinstance(fn, (Independent, MaskedDistribution, ExpandedDistribution)):
-        layers.append(fn)
-        fn = fn.base_dist
+    layers = _wrappers(node["fn"])[0]
     independent = [layer for layer in layers if isinstance(layer, Independent)]
     below = sum(layer.reinterpreted_batch_ndims for layer in independent)
     factors = [(node["scale"], below), (node["mask"], below)]

@@ -964,8 +964,8 @@ def _worker_main(rank: int, world_size: int, folder: str, seed: int, fn: Callabl
 
 
 def _join_workers(processes: list, folder: str) -> None:
-    """Wait for every worker; as soon as one fails, stop the others and raise its error
-    (with the worker's traceback as the cause), or say how it ended."""
+    """Wait for every worker; as soon as one fails, raise its error (with the worker's
+    traceback as the cause), or say how it ended (the caller stops the others)."""
     running = dict(enumerate(processes))
     while running:
         sentinels = {process.sentinel: rank for rank, process in running.items()}
@@ -975,13 +975,6 @@ def _join_workers(processes: list, folder: str) -> None:
             process.join()
             if process.exitcode == 0:
                 continue
-            for other in running.values():
-                other.terminate()
-            for other in running.values():
-                other.join(10)
-                if other.is_alive():
-                    other.kill()
-                    other.join()
             error_file = os.path.join(folder, "error-{}.pkl".format(rank))
             if os.path.exists(error_file):
                 with open(error_file, "rb") as file:
@@ -1040,11 +1033,11 @@ def run_data_parallel(
             process.start()
         try:
             _join_workers(processes, folder)
-        finally:
+        finally:  # after a failure or an interrupt, the workers still running
             for process in processes:
                 if process.is_alive():
                     process.kill()
-                    process.join()
+                process.join()
         return torch.load(os.path.join(folder, "result.pt"), weights_only=False)
 
 

@@ -37,11 +37,11 @@ __all__ = [
     "gwg_proposal",
     "gwg_step",
     "inverse_cdf_draws",
+    "log_mass_left",
     "metropolis_hastings",
     "move_log_prob",
     "proposal_logits",
     "sample_move",
     "select",
-    "log_mass_left",
     "sequential_log_probs",
 ]

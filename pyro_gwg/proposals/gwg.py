@@ -112,10 +112,10 @@ __all__ = [
     "gwg_proposal",
     "gwg_step",
     "inverse_cdf_draws",
+    "log_mass_left",
     "move_log_prob",
     "proposal_logits",
     "sample_move",
-    "log_mass_left",
     "sequential_log_probs",
 ]
 
