@@ -265,29 +265,110 @@ class DiscreteEnergy:
             return tr
 
         tainted_trace, self.value_reads = trace_reads(run, latent)
+        suspects = {}
         for site in self.sites:
             support = base_constraint(tainted_trace.nodes[site.name]["fn"].support)
             tainted = {k: sources_of(v) for k, v in vars(support).items() if sources_of(v)}
             if tainted:
-                raise UnsupportedModelError(
-                    "The support of latent site {} depends on the values of other latent "
-                    "sites: its {} computed from latent site(s) {}. The kernels move every "
-                    "latent site within one fixed support, so this model would be sampled "
-                    "wrongly. Give '{}' a fixed support that covers every case (for "
-                    "example Binomial(n_max, p), or a Categorical over 0 .. n_max) and add "
-                    "the dependence as a pyro.factor that is -inf where the value is "
-                    "impossible (e.g. torch.where(x <= n, 0.0, -inf)).".format(
-                        site.describe(),
-                        " and ".join(
-                            "{} is".format(k.strip("_").replace("_", " ")) for k in tainted
-                        ),
-                        ", ".join(
-                            "'{}'".format(s) for s in sorted(frozenset().union(*tainted.values()))
-                        ),
-                        site.name,
-                    )
-                )
+                suspects[site.name] = tainted
+        if suspects:
+            self._check_fixed_supports(trace, suspects)
         self._signature = self._latent_signature(trace, num_chains=1)
+
+    def _check_fixed_supports(self, trace, suspects: Dict[str, Dict[str, frozenset]]) -> None:
+        """Refuse a latent site whose support bounds take other values at other states.
+
+        ``suspects`` are the sites whose bounds the tainted run found computed from
+        latent values (``{site: {bound: sources}}``): a bound that depends on them, or a
+        fixed one that was only broadcast against a parameter that does (the
+        ``total_count`` of ``Binomial(4, torch.sigmoid(n))``). Their values decide: the
+        bounds at the initial state are compared with those at up to
+        ``_MAX_STRUCTURE_PROBES`` states where one source site takes other values (every
+        element at once at a few levels of its support, then one element at a time)."""
+        sources = frozenset().union(*(s for bounds in suspects.values() for s in bounds.values()))
+        reference = _support_bounds(trace, suspects)
+        latent = {site["name"]: site["value"] for site in _trace.sample_sites(trace, "latent")}
+        per_source = [self._probe_values(trace.nodes[name]) for name in sorted(sources)]
+        probes = [  # every source at its levels first, then its elements one at a time
+            {**latent, name: value}
+            for part in (0, 1)
+            for name, values in zip(sorted(sources), per_source)
+            for value in values[part]
+        ]
+        for values in probes[:_MAX_STRUCTURE_PROBES]:
+            try:
+                with pyro.validation_enabled(False):
+                    found = _support_bounds(
+                        self._run_model(poutine.condition(self.model, data=values)), suspects
+                    )
+            except UnsupportedModelError:
+                raise
+            except Exception as error:  # a state the model cannot run: no evidence either way
+                if _out_of_memory(error):
+                    raise
+                continue
+            for name, bounds in reference.items():
+                varying = [k for k in bounds if not _same_bound(bounds[k], found[name][k])]
+                if varying:
+                    self._support_error(name, varying, suspects[name], reference, found, values)
+
+    def _support_error(self, name, varying, sources, reference, found, values) -> None:
+        site = next(s for s in self.sites if s.name == name)
+        sources = frozenset().union(*(sources[k] for k in varying))
+        raise UnsupportedModelError(
+            "The support of latent site {} depends on the values of other latent "
+            "sites: its {} computed from latent site(s) {} and changes with them ({} at "
+            "the initial state, {} at the state {}). The kernels move every latent site within one fixed "
+            "support, so this model would be sampled wrongly. Give '{}' a fixed support "
+            "that covers every case (for example Binomial(n_max, p), or a Categorical "
+            "over 0 .. n_max) and add the dependence as a pyro.factor that is -inf where "
+            "the value is impossible (e.g. torch.where(x <= n, 0.0, -inf)).".format(
+                site.describe(),
+                " and ".join("{} is".format(k.strip("_").replace("_", " ")) for k in varying),
+                ", ".join("'{}'".format(s) for s in sorted(sources)),
+                " and ".join(_describe_bound(reference[name][k]) for k in varying),
+                " and ".join(_describe_bound(found[name][k]) for k in varying),
+                _describe_values({k: v for k, v in values.items() if k in sources}),
+                name,
+            )
+        )
+
+    def _probe_values(self, node) -> Tuple[List[torch.Tensor], List[torch.Tensor]]:
+        """Values of a latent site other than its value in ``node``, for
+        :meth:`_check_fixed_supports`: ``(levels, elements)``, every element at one level
+        (each value of a support of at most 11 values, else a few from each end), and
+        one element at a time moved to its lowest value or one step up."""
+        site = next((s for s in self.sites if s.name == node["name"]), None)
+        if site is None:  # an enumerated site: each value of its support at every element
+            return list(node["fn"].enumerate_support(expand=True)), []
+        current = site.codes_from_values(node["value"].detach().unsqueeze(0))
+        if site.is_scalar:
+            lower, upper = site.lower.to(current.device), site.upper.to(current.device)
+        else:
+            lower = torch.zeros(current.shape[1:], device=current.device)
+            upper = torch.full_like(lower, site.num_categories - 1)
+        low, high = float(lower.min()), float(upper.max())
+        if high - low <= 10:
+            levels = [low + i for i in range(int(high - low) + 1)]
+        else:
+            levels = [low, low + 1, low + 2, low + 5, low + 10, low + 20]
+            levels += [high - 1, high] if math.isfinite(high) else []
+        at_levels = [
+            torch.minimum(torch.maximum(torch.full_like(lower, level), lower), upper)
+            for level in levels
+        ]
+        flat, one_at_a_time = current.reshape(-1).to(lower.dtype), []
+        for i in range(flat.numel()):
+            for level in (lower.reshape(-1)[i], torch.minimum(flat[i] + 1, upper.reshape(-1)[i])):
+                moved = flat.clone()
+                moved[i] = level
+                one_at_a_time.append(moved)
+
+        def values(candidates):
+            codes = [c.long().reshape(current.shape) for c in candidates]
+            return [site.values_from_codes(c)[0] for c in codes if not torch.equal(c, current)]
+
+        return values(at_levels), values(one_at_a_time)
 
     # ------------------------------------------------------------------ encoding
     @property
@@ -1175,6 +1256,30 @@ def _out_of_memory(error: BaseException) -> bool:
         return True
     text = str(error)
     return "can't allocate memory" in text or "out of memory" in text.lower()
+
+
+def _support_bounds(trace, sites) -> Dict[str, Dict[str, torch.Tensor]]:
+    """``{site: {bound: value}}``: the named bounds of the supports of ``sites`` in
+    ``trace`` (``{site: {bound: ...}}``), as plain tensors."""
+    out = {}
+    for name, bounds in sites.items():
+        support = base_constraint(trace.nodes[name]["fn"].support)
+        out[name] = {
+            k: torch.as_tensor(getattr(support, k)).detach().as_subclass(torch.Tensor)
+            for k in bounds
+        }
+    return out
+
+
+def _same_bound(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.shape == b.shape and torch.equal(a.double(), b.double())
+
+
+def _describe_bound(bound: torch.Tensor) -> str:
+    if bound.numel() and bool((bound == bound.reshape(-1)[0]).all()):
+        return "{:g}".format(float(bound.reshape(-1)[0]))
+    text = str(bound.tolist())
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _first_line(error: BaseException) -> str:

@@ -284,6 +284,53 @@ def test_support_that_depends_on_another_latent_site_is_refused(model):
             DiscreteEnergy(model)
 
 
+def _fixed_count_with_latent_probs(prior):
+    def model():
+        n = pyro.sample("n", prior)
+        # total_count 4 is broadcast against probs computed from n: its support stays 0..4
+        pyro.sample("m", dist.Binomial(4, torch.sigmoid(n - 3.0)))
+        pyro.sample("y", dist.Normal(n, 2.0), obs=torch.tensor(2.5))
+
+    return model
+
+
+@pytest.mark.parametrize("prior", [dist.Binomial(5, 0.5), dist.Poisson(2.0)], ids=repr)
+def test_fixed_support_broadcast_against_latent_probs_is_sampled(prior):
+    # decided from the bound's values at other states, not from where the tensor came from
+    model = _fixed_count_with_latent_probs(prior)
+    for seed in range(3):
+        pyro.set_rng_seed(seed)
+        energy = DiscreteEnergy(model)
+        (m,) = [s for s in energy.sites if s.name == "m"]
+        assert (float(m.lower), float(m.upper)) == (0.0, 4.0)
+    codes = torch.tensor([[3, 2], [1, 4]])
+    n, k = codes[:, 0].double(), codes[:, 1].double()
+    expected = (
+        prior.log_prob(n.float()).double()
+        + dist.Binomial(4, torch.sigmoid(n - 3.0)).log_prob(k)
+        + dist.Normal(n, 2.0).log_prob(torch.tensor(2.5)).double()
+    )
+    assert torch.allclose(energy.log_joint(codes), expected)
+
+
+def _support_from_one_element():
+    with pyro.plate("items", 3):
+        n = pyro.sample("n", dist.Binomial(3, 0.5))
+    # the bound changes with n[..., 2] alone, and not at all where n is 1 or 3
+    pyro.sample("x", dist.Binomial(4 - (n[..., 2] - 2) ** 2 + 3, 0.5))
+
+
+def test_support_that_changes_with_one_element_of_another_site_is_refused():
+    for seed in range(3):
+        pyro.set_rng_seed(seed)
+        with pytest.raises(
+            UnsupportedModelError,
+            match="support of latent site 'x'.*upper bound is computed from latent site.*'n' "
+            "and changes with them \\(\\d+ at the initial state, \\d+ at the state",
+        ):
+            DiscreteEnergy(_support_from_one_element)
+
+
 def _branch_item():
     x = pyro.sample("x", dist.Bernoulli(0.7))
     if x.item():
