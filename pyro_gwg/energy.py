@@ -318,11 +318,12 @@ class DiscreteEnergy:
         raise UnsupportedModelError(
             "The support of latent site {} depends on the values of other latent "
             "sites: its {} computed from latent site(s) {} and changes with them ({} at "
-            "the initial state, {} at the state {}). The kernels move every latent site within one fixed "
-            "support, so this model would be sampled wrongly. Give '{}' a fixed support "
-            "that covers every case (for example Binomial(n_max, p), or a Categorical "
-            "over 0 .. n_max) and add the dependence as a pyro.factor that is -inf where "
-            "the value is impossible (e.g. torch.where(x <= n, 0.0, -inf)).".format(
+            "the initial state, {} at the state {}). The kernels move every latent site "
+            "within one fixed support, so this model would be sampled wrongly. Give '{}' "
+            "a fixed support that covers every case (for example Binomial(n_max, p), or "
+            "a Categorical over 0 .. n_max) and add the dependence as a pyro.factor that "
+            "is -inf where the value is impossible (e.g. torch.where(x <= n, 0.0, "
+            "-inf)).".format(
                 site.describe(),
                 " and ".join("{} is".format(k.strip("_").replace("_", " ")) for k in varying),
                 ", ".join("'{}'".format(s) for s in sorted(sources)),
