@@ -4,8 +4,9 @@ States are flat codes (long ``[..., D]``, see :mod:`pyro_gwg.proposals.layout`),
 example ``kernel.state.codes`` collected over steps, or
 ``energy.codes_from_values(samples)``.
 
-* :func:`site_diagnostics`: Pyro's effective sample size and split R-hat of MCMC draws,
-  coordinate by coordinate (NaN only where the draws are constant).
+* :func:`site_diagnostics`: effective sample size (Stan's and ArviZ's, never negative)
+  and Pyro's split R-hat of MCMC draws, coordinate by coordinate (NaN only where the
+  draws are constant).
 * :func:`hamming_ess`: effective sample size, per chain, of the Hamming distance
   between the chain's state and one fixed random reference state (the test statistic
   of Zanella 2020 [Zanella2020]_ and Grathwohl et al. 2021 [Grathwohl2021]_, Appendices E-F);
@@ -21,6 +22,7 @@ example ``kernel.state.codes`` collected over steps, or
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 from typing import Dict, Optional
 
@@ -46,13 +48,18 @@ __all__ = [
 def site_diagnostics(draws: torch.Tensor) -> Dict[str, torch.Tensor]:
     """Effective sample size and split R-hat of every coordinate of MCMC draws.
 
-    The numbers of Pyro's :func:`~pyro.ops.stats.effective_sample_size` and
-    :func:`~pyro.ops.stats.split_gelman_rubin`, computed so that a coordinate whose
-    draws are all equal (the normal case for a discrete posterior that is nearly
-    certain about it) gets NaN without making every other coordinate NaN, as Pyro's
-    effective sample size does for a batch holding one such coordinate. The running
-    minimum of the autocorrelation sums takes linear memory (Pyro's takes ``T^2 / 4``
-    per coordinate, too much for long chains).
+    The effective sample size is Stan's and ArviZ's (:func:`arviz.ess` with
+    ``method="mean"`` of the chains as given, not split): Geyer's initial monotone
+    sequence of autocorrelations, bounded by ``C T log10(C T)`` for antithetic chains,
+    so that chains that alternate (a kernel that flips the same bits back and forth)
+    get a large but finite number, never the negative one of Pyro's
+    :func:`~pyro.ops.stats.effective_sample_size`. R-hat is Pyro's
+    :func:`~pyro.ops.stats.split_gelman_rubin`. Both are computed so that a
+    coordinate whose draws are all equal (the normal case for a discrete posterior
+    that is nearly certain about it) gets NaN without making every other coordinate
+    NaN, as Pyro's effective sample size does for a batch holding one such
+    coordinate, in memory linear in ``T`` (Pyro's takes ``T^2 / 4`` per coordinate,
+    too much for long chains).
 
     :param torch.Tensor draws: ``[C, T, ...]``: ``C`` chains of ``T`` draws (any
         number type; integers are converted to the default float type).
@@ -84,25 +91,41 @@ def site_diagnostics(draws: torch.Tensor) -> Dict[str, torch.Tensor]:
 
 
 def _effective_sample_size(values: torch.Tensor) -> torch.Tensor:
-    """Pyro's :func:`~pyro.ops.stats.effective_sample_size` of ``values [C, T, n]``
-    (none of them constant), with :func:`torch.cummin` for its running minimum."""
+    """Effective sample size of ``values [C, T, n]`` (none of them constant), as Stan
+    and ArviZ compute it (:func:`arviz.ess` of unsplit chains): autocorrelations
+    from the within- and between-chain variances (lag ``k`` autocovariance divided by
+    ``T``, where Pyro's :func:`~pyro.ops.stats.effective_sample_size` divides it by
+    ``T - k``), summed in pairs up to the
+    first pair that is not positive (Geyer's initial positive sequence, with ArviZ's
+    half term after it), made non-increasing (initial monotone sequence, a
+    :func:`torch.cummin`), and the autocorrelation time bounded below by
+    ``1 / log10(C T)``, so that antithetic chains get at most ``C T log10(C T)``
+    effective draws, never a negative number."""
     num_chains, num_draws = values.shape[:2]
     series = values.transpose(0, 1)  # [T, C, n]
-    gamma = autocovariance(series, dim=0)
+    # the autocovariance of Stan and ArviZ (divided by T, not T - k as Pyro's is)
+    lags = torch.arange(num_draws, 0, -1, dtype=values.dtype, device=values.device)
+    gamma = autocovariance(series, dim=0) * (lags / num_draws).reshape(-1, 1, 1)
     var_within = series.var(dim=0).mean(dim=0)
     var_estimator = (num_draws - 1) / num_draws * var_within
     if num_chains > 1:
         var_estimator = var_estimator + series.mean(dim=0).var(dim=0)
-    else:  # one chain: the autocorrelation itself
-        var_within = var_estimator
-    rho = (var_estimator - var_within + gamma.mean(dim=1)) / var_estimator
+    rho = 1 - (var_within - gamma.mean(dim=1)) / var_estimator
     rho[0] = 1
-    pairs = rho if num_draws % 2 == 0 else rho[:-1]
-    pairs = pairs.reshape((num_draws // 2, 2) + pairs.shape[1:]).sum(dim=1)
-    tau = -1 + 2 * pairs[0]
-    if pairs.shape[0] > 1:
-        tau = tau + 2 * torch.cummin(pairs[1:].clamp(min=0), dim=0).values.sum(dim=0)
-    return num_chains * num_draws / tau
+    # the pairs ArviZ looks at: (0, 1), then (2, 3), ... while their last index < T - 1
+    num_pairs = max(1, (num_draws + 1) // 2 - 1)
+    pairs = rho[: 2 * num_pairs].reshape((num_pairs, 2) + rho.shape[1:]).sum(dim=1)
+    # the last pair counted whole comes before the first one that is not positive
+    stops = pairs <= 0
+    stops[-1] = True
+    last = stops.to(torch.uint8).argmax(dim=0, keepdim=True)  # [1, n]: first stop
+    counted = torch.arange(num_pairs, device=values.device).unsqueeze(-1) < last
+    monotone = torch.cummin(pairs, dim=0).values
+    half = rho.gather(0, 2 * last)  # the even autocorrelation of the stopping pair
+    half = torch.where(pairs.gather(0, last) > 0, half, half.clamp(min=0))
+    tau = -1 + 2 * torch.where(counted, monotone, 0).sum(dim=0) + half[0]
+    total = num_chains * num_draws
+    return total / tau.clamp(min=1 / math.log10(total))
 
 
 def reference_state(num_coords: int, seed: int = 0) -> torch.Tensor:
