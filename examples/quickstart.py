@@ -23,7 +23,7 @@ def main(num_samples: int = 4000, warmup_steps: int = 1000, num_chains: int = 2)
     pyro.set_rng_seed(0)
     clean, noisy = noisy_image(size=16, noise_scale=0.8, seed=0)
     mcmc = MCMC(
-        GWG(ising_denoising, jit_compile=True),
+        GWG(ising_denoising, num_flips="auto"),  # flips per step adapted in warmup
         num_samples=num_samples,
         warmup_steps=warmup_steps,
         num_chains=num_chains,
