@@ -1,0 +1,228 @@
+"""The must-accept corpus (``ordinary_models.py``) run by every kernel that applies, and
+the must-refuse corpus still refused (issue 26: "guard the class, not the cases").
+
+Deterministic tier (the main guard, cheap): every corpus model builds its energy, every
+kernel of :data:`pyro_gwg.REGISTRY` that applies to its site kinds sets up and takes a
+step on it (one that does not apply refuses it with its clean error), and the energy's
+enumeration bridge gives the exact posterior that brute force gives (the model with its
+marks lifted, the lifted sites summed out by hand). Statistical tier: chains of
+:class:`pyro_gwg.MCMC` (batched chains) for every exact kernel that applies, and of
+:class:`pyro.infer.MCMC` for a subset, against that brute-force posterior.
+
+A failure here is a false refusal or a wrong answer on a model people write: a defect of
+the package, never a reason to rewrite the model.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Optional
+
+import pyro
+import pytest
+import torch
+from exactness import assert_exact
+from ordinary_models import CORPUS
+from test_energy import (
+    _branch_bool,
+    _branch_item,
+    _loop_over_latent_count,
+    _plate_of_latent_size,
+    _support_from_latent,
+    _support_from_latent_in_a_plate,
+    _support_from_latent_wrapped,
+)
+from test_real_models import _codes_from_samples
+
+import pyro_gwg
+from pyro_gwg import REGISTRY, DiscreteEnergy, UnsupportedModelError, exact_posterior
+from pyro_gwg.enumeration import ExactPosterior, lift_enumeration
+
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:Categorical site"),
+    pytest.mark.filterwarnings("ignore::pyro_gwg.StuckChainWarning"),
+    pytest.mark.filterwarnings("ignore::pyro_gwg.BatchingWarning"),
+]
+
+#: the kernels whose chains leave the posterior invariant (DULA is biased by design),
+#: less DMALA, which is NCG under its paper's name (a subclass with nothing of its own)
+EXACT_KERNELS = [name for name in REGISTRY if getattr(pyro_gwg, name).exact and name != "DMALA"]
+
+
+def refusal(kernel: str, layout) -> Optional[str]:
+    """The start of the error with which ``kernel`` legitimately refuses a model of this
+    coordinate ``layout``, or ``None`` if it samples every site kind there.
+
+    Read from the kernels' ``_check_density`` (both through
+    :func:`pyro_gwg.kernels.support.check_supported_coordinates`): PAS samples bits and
+    categorical sites only (``pyro_gwg/kernels/path.py``), DLMC every kind but ordinals
+    of infinite support (``pyro_gwg/kernels/dlmc.py``). Every other kernel samples every
+    kind: GWG, PAS's sibling PAFS and LocallyBalanced move ordinals by +-1, the
+    factorised (NCG, DMALA, AVG, PAVG, DULA) and the evaluating kernels (Gibbs,
+    HammingBall) use a window for the unbounded ones.
+    """
+    ordinal = layout.is_scalar & ~((layout.lower == 0) & (layout.upper == 1))
+    if kernel == "PAS" and bool(ordinal.any()):
+        return "PAS samples binary and categorical sites"
+    unbounded = layout.is_scalar & torch.isinf(layout.upper)
+    if kernel == "DLMC" and bool(unbounded.any()):
+        return "DLMC samples binary, categorical and bounded ordinal sites"
+    return None
+
+
+def make_kernel(kernel: str, name: str, **settings):
+    """``kernel`` on corpus model ``name`` with the model's own options (a user's
+    ``jit_compile=True``), else uncompiled (the tiers test acceptance and exactness;
+    compilation has tests of its own)."""
+    entry = CORPUS[name]
+    options = {"jit_compile": False, **entry.options, **settings}
+    return getattr(pyro_gwg, kernel)(entry.model, **options)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_parameters():
+    """Corpus models with ``pyro.param`` start from their initial values in every test
+    (another test may have left a parameter of the same name in the global store)."""
+    pyro.clear_param_store()
+
+
+@functools.cache
+def _layout(name):
+    entry = CORPUS[name]
+    return DiscreteEnergy(entry.model, entry.args).layout
+
+
+@functools.cache
+def _posteriors(name):
+    """``(bridge, brute)``: the exact posterior as :func:`~pyro_gwg.exact_posterior`
+    computes it on the model (marked sites summed out by the energy), and the same
+    states' probabilities from the model with every mark lifted, the lifted sites
+    summed out by adding up the probabilities of the lifted model's states."""
+    pyro.clear_param_store()
+    entry = CORPUS[name]
+    bridge = exact_posterior(entry.model, *entry.args, bounds=entry.bounds)
+    lifted = exact_posterior(lift_enumeration(entry.model), *entry.args, bounds=entry.bounds)
+    where = {site.name: site for site in lifted.sites}
+    columns = torch.cat(
+        [
+            torch.arange(where[s.name].offset, where[s.name].offset + s.num_coords)
+            for s in bridge.sites
+        ]
+    )
+    index = bridge.state_index(lifted.states()[:, columns])
+    brute = torch.zeros(bridge.num_states, dtype=torch.float64)
+    brute.index_add_(0, index, lifted.probs.double())
+    return bridge, brute
+
+
+def _ground_truth(name) -> ExactPosterior:
+    """The exact posterior of the sampled sites, from brute force (not the bridge)."""
+    bridge, brute = _posteriors(name)
+    return ExactPosterior(bridge.energy, brute.log())
+
+
+# ------------------------------------------------------------------ deterministic tier
+
+
+@pytest.mark.parametrize("name", list(CORPUS))
+def test_the_model_is_accepted_and_its_sums_are_exact(name):
+    bridge, brute = _posteriors(name)
+    assert bridge.num_states <= 6561
+    torch.testing.assert_close(bridge.probs.double(), brute, atol=1e-8, rtol=1e-5)
+    # the windows of unbounded sites hold all but a negligible mass: the posteriors
+    # here fall off at least geometrically with ratio below 0.9 past the window, so
+    # the mass beyond it is below 10 times the mass of its last value
+    entry = CORPUS[name]
+    flat = bridge.flat_marginals()
+    for site in bridge.sites:
+        if entry.bounds and site.name in entry.bounds:
+            high = entry.bounds[site.name][1]
+            last = flat[
+                site.offset : site.offset + site.num_coords, high - bridge.offset[site.offset]
+            ]
+            assert float(last.max()) < 1e-10, (site.name, float(last.max()))
+
+
+@pytest.mark.parametrize("kernel", list(REGISTRY))
+@pytest.mark.parametrize("name", list(CORPUS))
+def test_every_kernel_that_applies_sets_up_and_steps(name, kernel):
+    entry = CORPUS[name]
+    refused = refusal(kernel, _layout(name))
+    sampler = make_kernel(kernel, name)
+    sampler.vectorized_chains = 2
+    if refused is not None:
+        with pytest.raises(UnsupportedModelError, match=refused + ".*Use GWG or PAFS"):
+            sampler.setup(0, *entry.args)
+        return
+    sampler.setup(0, *entry.args)
+    params = sampler.sample(sampler.initial_params)
+    assert set(params) == {site.name for site in sampler.energy.sites}
+
+
+# the must-refuse corpus: the models of tests/test_energy.py's "bad input" section that
+# are module-level functions (the other refusals there, and in test_sites.py,
+# test__trace.py and test_kernels_base.py, are written inside their tests)
+MUST_REFUSE = {
+    "support_from_latent": (_support_from_latent, "support of latent site 'x'.*'n'"),
+    "support_from_latent_in_a_plate": (
+        _support_from_latent_in_a_plate,
+        "support of latent site 'x'.*'n'",
+    ),
+    "support_from_latent_wrapped": (
+        _support_from_latent_wrapped,
+        "support of latent site 'x'.*'n'",
+    ),
+    "branch_item": (_branch_item, "latent sites of the model change.*reads"),
+    "branch_bool": (_branch_bool, "latent sites of the model change.*reads"),
+    "loop_over_latent_count": (_loop_over_latent_count, "latent sites of the model change.*reads"),
+    "plate_of_latent_size": (_plate_of_latent_size, "latent sites of the model change.*reads"),
+}
+
+
+@pytest.mark.parametrize("name", list(MUST_REFUSE))
+def test_the_must_refuse_corpus_is_still_refused(name):
+    model, match = MUST_REFUSE[name]
+    for seed in range(2):
+        pyro.set_rng_seed(seed)
+        with pytest.raises(UnsupportedModelError, match=match):
+            DiscreteEnergy(model).initial_codes(1)
+
+
+# ------------------------------------------------------------------ statistical tier
+
+# (chains, draws, warmup) in pyro_gwg.MCMC: single-site kernels take more cheap steps;
+# the factorised ones move many coordinates per step; the evaluating ones mix in few
+SIZES = {
+    "GWG": (16, 600, 60),
+    "PAS": (16, 600, 60),
+    "PAFS": (16, 600, 60),
+    "LocallyBalanced": (16, 400, 60),
+    "NCG": (32, 300, 60),
+    "AVG": (32, 300, 60),
+    "PAVG": (32, 300, 60),
+    "DLMC": (32, 300, 60),
+    "Gibbs": (16, 400, 40),
+    "HammingBall": (16, 300, 40),
+}
+ALPHA = 1e-4
+
+
+@pytest.mark.parametrize("kernel", EXACT_KERNELS)
+@pytest.mark.parametrize("name", list(CORPUS))
+def test_batched_chains_match_the_exact_posterior(name, kernel):
+    if refusal(kernel, _layout(name)) is not None:
+        pytest.skip("{} refuses this model's site kinds (checked above)".format(kernel))
+    entry = CORPUS[name]
+    num_chains, num_samples, warmup = SIZES[kernel]
+    pyro.set_rng_seed(0)
+    sampler = make_kernel(kernel, name)
+    mcmc = pyro_gwg.MCMC(
+        sampler,
+        num_samples=num_samples,
+        warmup_steps=warmup,
+        num_chains=num_chains,
+        disable_progbar=True,
+    )
+    mcmc.run(*entry.args)
+    codes = _codes_from_samples(sampler.energy, mcmc.get_samples(group_by_chain=True), num_chains)
+    assert_exact(codes, _ground_truth(name), ALPHA)
