@@ -2,9 +2,12 @@
 the fields of the info record its step returns plus what the base class adds, and the
 generated benchmark tables are up to date with their JSON files."""
 
+import ast
+import configparser
 import importlib.util
 import inspect
 import re
+import sys
 from pathlib import Path
 
 import pyro
@@ -110,3 +113,68 @@ def test_each_tutorial_has_a_title_and_a_fast_mode(script):
     # sphinx-gallery takes the title from the docstring's first underlined line
     assert re.match(r'r?"""\n(.+)\n=+\n', text), "no title in the module docstring"
     assert 'FAST = os.environ.get("PYRO_GWG_FAST") == "1"' in text
+
+
+#: modules that ``pip install -e .`` brings, which a tutorial may import without naming
+#: them: the package's own requirements (``install_requires`` of setup.cfg, read below)
+#: and the array libraries under them (pyro-ppl requires numpy, arviz numpy, scipy and
+#: xarray)
+ARRAY_LIBRARIES = {"numpy", "scipy", "xarray"}
+#: distributions whose module has another name
+MODULE_OF = {"pyro-ppl": "pyro", "scikit-learn": "sklearn", "scikit-image": "skimage"}
+
+
+def setup_cfg_requirements(option: str, section: str = "options") -> set:
+    """The distribution names listed by ``option`` of ``section`` of setup.cfg."""
+    parser = configparser.ConfigParser()
+    parser.read(ROOT / "setup.cfg")
+    lines = parser[section][option].split()
+    return {re.match(r"[A-Za-z0-9_.-]+", line).group(0).lower() for line in lines if line}
+
+
+def third_party_imports(script: Path) -> set:
+    """The top-level modules ``script`` imports, other than the standard library's."""
+    modules = set()
+    for node in ast.walk(ast.parse(script.read_text())):
+        if isinstance(node, ast.Import):
+            modules.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            modules.add(node.module.split(".")[0])
+    return modules - set(sys.stdlib_module_names)
+
+
+@pytest.mark.skipif(sys.version_info < (3, 10), reason="needs sys.stdlib_module_names")
+@pytest.mark.parametrize("script", TUTORIALS, ids=lambda p: p.name)
+def test_each_tutorial_names_its_extra_dependencies(script):
+    # run as a script, a tutorial that imports what `pip install -e .` did not install
+    # must say so at its top, with the command that installs it
+    core = {MODULE_OF.get(name, name) for name in setup_cfg_requirements("install_requires")}
+    extra = third_party_imports(script) - core - ARRAY_LIBRARIES - {"pyro_gwg"}
+    docstring = ast.get_docstring(ast.parse(script.read_text()))
+    match = re.search(r"Requires: ([^(]*)\(", docstring)
+    assert match, "no 'Requires: ...' line in the module docstring"
+    named = {name.strip() for name in match.group(1).split(",")}
+    assert {MODULE_OF.get(name, name) for name in named} >= extra
+    assert 'pip install -e ".[docs]"' in " ".join(docstring.split())
+    docs_extra = setup_cfg_requirements("docs", section="options.extras_require")
+    assert named <= docs_extra, "the docs extra does not install them"
+
+
+#: the end of every tutorial: run as a script, it saves its figures (sphinx-gallery, which
+#: runs it for the documentation, shows them on the page and hides these lines)
+SAVE_FIGURES = """
+# sphinx_gallery_start_ignore
+if "sphinx_gallery" not in sys.modules:  # run as a script: save the figures
+    stem = os.path.splitext(os.path.basename(__file__))[0]
+    for number in plt.get_fignums():
+        plt.figure(number).savefig("{}_{}.png".format(stem, number))
+# sphinx_gallery_end_ignore
+"""
+
+
+@pytest.mark.parametrize("script", TUTORIALS, ids=lambda p: p.name)
+def test_each_tutorial_saves_its_figures_when_run_as_a_script(script):
+    text = script.read_text()
+    assert text.endswith(SAVE_FIGURES)
+    assert "plt.show()" not in text  # a script must not stop at a window
+    assert "``{}_<n>.png``".format(script.stem) in text  # the docstring says where

@@ -2,6 +2,13 @@ r"""
 Sampling Ising models and RBMs with gradients
 =============================================
 
+.. note::
+   Requires: matplotlib, scikit-learn (beyond pyro-gwg's own requirements;
+   ``pip install -e ".[docs]"`` installs them). Run as a script,
+   ``python examples/tutorials/01_ising_rbm_sampling.py``, it saves its figures in
+   the working directory as ``01_ising_rbm_sampling_<n>.png``; with ``PYRO_GWG_FAST=1``
+   it runs on the smaller problems of the documentation build.
+
 This tutorial puts the main samplers of pyro-gwg side by side on two classic binary
 targets, a 2-D lattice Ising model near its critical coupling and a restricted
 Boltzmann machine (RBM) trained on handwritten digits, and measures what each kernel
@@ -104,6 +111,7 @@ joint (``lp``).
 # calls and keep the faster; on a small model one thread is usually best, and setting
 # it here skips that timing, so that the timings below are about the samplers.
 import os
+import sys
 import time
 import warnings
 
@@ -616,3 +624,10 @@ torch.set_num_threads(default_threads)  # as it was before this tutorial
 # exact block-Gibbs sampler :class:`pyro_gwg.contrib.kernels.RBMBlockGibbs` updates all
 # visible units per step from their exact conditional; the kernels compared here need
 # no such structure and work on any Pyro model with binary sites.
+
+# sphinx_gallery_start_ignore
+if "sphinx_gallery" not in sys.modules:  # run as a script: save the figures
+    stem = os.path.splitext(os.path.basename(__file__))[0]
+    for number in plt.get_fignums():
+        plt.figure(number).savefig("{}_{}.png".format(stem, number))
+# sphinx_gallery_end_ignore

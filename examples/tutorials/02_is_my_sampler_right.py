@@ -2,6 +2,13 @@
 Is my sampler right?
 ====================
 
+.. note::
+   Requires: matplotlib, statsmodels (beyond pyro-gwg's own requirements;
+   ``pip install -e ".[docs]"`` installs them). Run as a script,
+   ``python examples/tutorials/02_is_my_sampler_right.py``, it saves its figures in
+   the working directory as ``02_is_my_sampler_right_<n>.png``; with ``PYRO_GWG_FAST=1``
+   it runs on the smaller problems of the documentation build.
+
 A Markov chain can look healthy, with R-hat near one and a large effective sample size,
 and still sample the wrong distribution: a mistake in a model's log density, a kernel
 used outside what it can do exactly, or a bug in a sampler can mix perfectly well. This
@@ -49,6 +56,7 @@ sample a model far too large to enumerate.
 # Nothing in it is specific to pyro-gwg; it broadcasts over a batch of states (several
 # chains, or a chunk of an enumeration) because every operation is elementwise.
 import os
+import sys
 import time
 
 import arviz as az
@@ -288,3 +296,10 @@ plt.tight_layout()
 #   comparison (the few simulations of the fast mode may miss an error that the full
 #   run's finds), and it cannot see an error that leaves the prior's average unchanged
 #   (a sampler that returns the prior passes it), but it needs nothing but the model.
+
+# sphinx_gallery_start_ignore
+if "sphinx_gallery" not in sys.modules:  # run as a script: save the figures
+    stem = os.path.splitext(os.path.basename(__file__))[0]
+    for number in plt.get_fignums():
+        plt.figure(number).savefig("{}_{}.png".format(stem, number))
+# sphinx_gallery_end_ignore

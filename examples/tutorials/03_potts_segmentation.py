@@ -2,6 +2,13 @@
 Image segmentation with a Potts prior
 =====================================
 
+.. note::
+   Requires: matplotlib, scikit-image, scikit-learn (beyond pyro-gwg's own requirements;
+   ``pip install -e ".[docs]"`` installs them). Run as a script,
+   ``python examples/tutorials/03_potts_segmentation.py``, it saves its figures in
+   the working directory as ``03_potts_segmentation_<n>.png``; with ``PYRO_GWG_FAST=1``
+   it runs on the smaller problems of the documentation build.
+
 Segmenting an image means giving every pixel a class label: here the dark coat, the
 grass and the sky of scikit-image's ``camera`` photograph. Classifying each pixel on its
 own, from its intensity, gives a speckled answer wherever noise pushes a pixel across a
@@ -47,6 +54,7 @@ Gibbs-With-Gradients, :class:`pyro_gwg.GWG <pyro_gwg.kernels.gwg.GWG>`, in
 # :class:`pyro_gwg.MixedGibbs <pyro_gwg.kernels.mixed.MixedGibbs>`, which alternates NUTS
 # on the continuous sites with GWG on the discrete ones.
 import os
+import sys
 import warnings
 
 import arviz as az
@@ -598,3 +606,10 @@ fig.colorbar(entropy_handle, ax=axes[1, :].tolist(), fraction=0.046, label="nats
 # parameters were fixed here; they could be given priors and sampled along with the
 # labels, at the price of a model with continuous latent sites (and, for
 # :math:`\beta`, a Potts normalising constant that depends on it).
+
+# sphinx_gallery_start_ignore
+if "sphinx_gallery" not in sys.modules:  # run as a script: save the figures
+    stem = os.path.splitext(os.path.basename(__file__))[0]
+    for number in plt.get_fignums():
+        plt.figure(number).savefig("{}_{}.png".format(stem, number))
+# sphinx_gallery_end_ignore

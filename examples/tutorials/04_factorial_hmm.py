@@ -2,6 +2,13 @@
 Decoding a factorial HMM on a real multivariate time series
 ===========================================================
 
+.. note::
+   Requires: matplotlib, statsmodels (beyond pyro-gwg's own requirements;
+   ``pip install -e ".[docs]"`` installs them). Run as a script,
+   ``python examples/tutorials/04_factorial_hmm.py``, it saves its figures in
+   the working directory as ``04_factorial_hmm_<n>.png``; with ``PYRO_GWG_FAST=1``
+   it runs on the smaller problems of the documentation build.
+
 A factorial hidden Markov model (FHMM) explains a multivariate time series by
 :math:`K` hidden binary chains, the *factors*, each switching on and off on its own
 Markov schedule, and each adding its own shift to the mean of the observations while
@@ -42,6 +49,7 @@ The tutorial
 # documentation quickly keeps the whole series and runs fewer steps everywhere.
 import itertools
 import os
+import sys
 import time
 import warnings
 
@@ -657,3 +665,10 @@ if machine_memory is not None:
 # :math:`T K`, and over the range measured here it hardly changes, since the fixed
 # cost of a step still dominates. What GWG needs in exchange is steps: more bits take
 # more steps to visit.
+
+# sphinx_gallery_start_ignore
+if "sphinx_gallery" not in sys.modules:  # run as a script: save the figures
+    stem = os.path.splitext(os.path.basename(__file__))[0]
+    for number in plt.get_fignums():
+        plt.figure(number).savefig("{}_{}.png".format(stem, number))
+# sphinx_gallery_end_ignore

@@ -2,6 +2,13 @@
 Bayesian variable selection with a spike-and-slab prior
 =======================================================
 
+.. note::
+   Requires: matplotlib, scikit-learn (beyond pyro-gwg's own requirements;
+   ``pip install -e ".[docs]"`` installs them). Run as a script,
+   ``python examples/tutorials/05_variable_selection.py``, it saves its figures in
+   the working directory as ``05_variable_selection_<n>.png``; with ``PYRO_GWG_FAST=1``
+   it runs on the smaller problems of the documentation build.
+
 Which measurements predict how fast diabetes progresses? scikit-learn's ``diabetes``
 data set records ten baseline variables of 442 patients (age, sex, body-mass index,
 mean blood pressure and six blood serum measurements ``s1``-``s6``) and a measure of
@@ -47,6 +54,7 @@ The tutorial
 # documentation quickly keeps the whole data set and runs shorter chains.
 import itertools
 import os
+import sys
 import time
 
 import arviz as az
@@ -530,3 +538,10 @@ torch.set_num_threads(DEFAULT_THREADS)  # leave PyTorch's setting as it was
 #   the pointwise likelihood of every patient, which leave-one-out cross-validation
 #   needs, is then part of the model (``docs/getting_started.rst``, section
 #   "Spike-and-slab regression", compares the two forms).
+
+# sphinx_gallery_start_ignore
+if "sphinx_gallery" not in sys.modules:  # run as a script: save the figures
+    stem = os.path.splitext(os.path.basename(__file__))[0]
+    for number in plt.get_fignums():
+        plt.figure(number).savefig("{}_{}.png".format(stem, number))
+# sphinx_gallery_end_ignore

@@ -2,6 +2,13 @@
 Normalising constants and learning: AIS, ARM and PCD
 ====================================================
 
+.. note::
+   Requires: matplotlib, scikit-learn (beyond pyro-gwg's own requirements;
+   ``pip install -e ".[docs]"`` installs them). Run as a script,
+   ``python examples/tutorials/06_normalising_constants.py``, it saves its figures in
+   the working directory as ``06_normalising_constants_<n>.png``; with ``PYRO_GWG_FAST=1``
+   it runs on the smaller problems of the documentation build.
+
 Samplers for discrete models are useful beyond drawing samples. This tutorial uses
 them as the transitions inside two jobs that need many samples from a sequence of
 distributions:
@@ -33,6 +40,7 @@ The models are ordinary Pyro functions written out below.
 # than PyTorch's thread pool; the setting is restored at the end.
 import math
 import os
+import sys
 import time
 
 import matplotlib.pyplot as plt
@@ -644,3 +652,10 @@ fig.colorbar(image, ax=axes, shrink=0.8, label="coupling")
 # chains learned better couplings than Gibbs chains at equal numbers of steps, with
 # the largest gap at few steps per update.
 torch.set_num_threads(previous_threads)
+
+# sphinx_gallery_start_ignore
+if "sphinx_gallery" not in sys.modules:  # run as a script: save the figures
+    stem = os.path.splitext(os.path.basename(__file__))[0]
+    for number in plt.get_fignums():
+        plt.figure(number).savefig("{}_{}.png".format(stem, number))
+# sphinx_gallery_end_ignore
