@@ -38,6 +38,7 @@ from pyro import poutine
 from pyro.poutine.util import site_is_subsample
 
 from pyro_gwg import cluster
+from pyro_gwg.sites import UnsupportedModelError
 
 __all__ = ["SBCResult", "rank_statistics", "sbc", "uniformity_test"]
 
@@ -261,9 +262,17 @@ def sbc(
         (default ``{"num_cpus": 1, "max_retries": 3}``).
     :param kwargs: the model's keyword arguments.
     :rtype: SBCResult
-    :raises ValueError: for an ``observed`` name that is no sample site of the model,
-        a site in ``sites`` that is not latent, a statistic that is not callable, is
-        named like a site or gives a shape without the draws' leading dimension.
+    :raises ~pyro_gwg.sites.UnsupportedModelError: for a model with a ``pyro.factor``
+        site: its term cannot be simulated (write it as a distribution, a likelihood
+        with ``obs=``). ``pyro.deterministic`` sites are neither simulated nor ranked.
+    :raises ValueError: for an ``observed`` name that is no sample site of the model
+        or is a ``pyro.deterministic`` site, a site in ``sites`` that is not latent, a
+        statistic that is not callable, is named like a site or gives a shape without
+        the draws' leading dimension.
+
+    A kernel that is not exact (:attr:`~pyro_gwg.DiscreteKernel.exact` false, e.g.
+    :class:`~pyro_gwg.DULA`) gets a ``UserWarning`` when the run starts: SBC then
+    measures its bias.
     """
     from pyro_gwg.kernels.base import StuckChainWarning
 
@@ -292,6 +301,18 @@ def sbc(
     with poutine.block():
         prior = poutine.trace(poutine.uncondition(model)).get_trace(*args, **kwargs)
     observed = _observed_sites(prior, observed, sites)
+    built = kernel(model)
+    if not getattr(built, "exact", True):
+        warnings.warn(
+            "{} is not exact: its transitions do not leave the posterior invariant (it "
+            "has no Metropolis-Hastings correction), so SBC measures its bias, and with "
+            "enough simulations rejects it on any model. Calibrate an exact kernel (the "
+            "MH-corrected form, e.g. DMALA for DULA) to check the model.".format(
+                type(built).__name__
+            ),
+            UserWarning,
+            stacklevel=2,
+        )
     truth = _latent_sites(prior, observed)
     _check_statistics(statistics, truth)
     chosen = list(sites) if sites is not None else [] if statistics else list(truth)
@@ -431,7 +452,22 @@ def _observed_sites(trace, observed: Optional[Sequence[str]], sites) -> list:
     names = [
         n for n, s in trace.nodes.items() if s["type"] == "sample" and not site_is_subsample(s)
     ]
-    was_observed = [n for n in names if trace.nodes[n]["infer"].get("was_observed", False)]
+    factors = [n for n in names if trace.nodes[n]["infer"].get("is_auxiliary", False)]
+    if factors:
+        raise UnsupportedModelError(
+            "sbc cannot check a model with pyro.factor site(s) {}: SBC simulates the "
+            "latent sites and the observations from their distributions, and the term a "
+            "factor adds to the log density cannot be simulated, so the simulated values "
+            "would not come from the model and even an exact kernel would fail the check. "
+            "Write the term as a distribution: a likelihood as a sample site with obs= "
+            "(e.g. pyro.sample('y', dist.Normal(x.sum(-1), 0.5), obs=y) in place of "
+            "pyro.factor('lik', -2.0 * (y - x.sum(-1)) ** 2)), a prior term as part of "
+            "the latent site's distribution.".format(", ".join(map(repr, factors)))
+        )
+    computed = {n for n in names if trace.nodes[n]["infer"].get("_deterministic", False)}
+    was_observed = [
+        n for n in names if trace.nodes[n]["infer"].get("was_observed", False) and n not in computed
+    ]
     if observed is None:
         observed = was_observed
     observed = list(observed)
@@ -441,6 +477,12 @@ def _observed_sites(trace, observed: Optional[Sequence[str]], sites) -> list:
                 "observed site {!r} is not a sample site of the model (sample sites: {})".format(
                     name, names
                 )
+            )
+        if name in computed:
+            raise ValueError(
+                "observed site {!r} is a pyro.deterministic site: the model computes it "
+                "from the other sites, so SBC neither simulates nor conditions on it; "
+                "leave it out of observed".format(name)
             )
     for name in was_observed:
         if name not in observed:

@@ -178,3 +178,76 @@ def test_sbc_reports_stuck_runs_once(monkeypatch):
     stuck = [str(w.message) for w in record if w.category is StuckChainWarning]
     assert len(stuck) == 1 and stuck[0].startswith("In 3 of 3 simulations")
     assert any(str(w.message) == "something else" for w in record)
+
+
+def _factor_likelihood(y):
+    with pyro.plate("bits", 3):
+        x = pyro.sample("x", dist.Bernoulli(0.5))
+    pyro.factor("lik", -2.0 * (y - x.sum(-1, keepdim=True)) ** 2)
+
+
+def _factor_prior(y):
+    with pyro.plate("bits", 3):
+        x = pyro.sample("x", dist.Bernoulli(0.5))
+    pyro.factor("prior_term", 1.5 * x.sum(-1))
+    pyro.sample("y", dist.Normal(x.sum(-1), 1.0), obs=y)
+
+
+@pytest.mark.parametrize(
+    "model, observed, factor",
+    [
+        (_factor_likelihood, None, "lik"),
+        (_factor_prior, None, "prior_term"),
+        (_factor_prior, ["y"], "prior_term"),  # was: "list the factor in observed="
+    ],
+)
+def test_sbc_refuses_a_factor_naming_it(model, observed, factor):
+    # a factor's term cannot be simulated: the truths would not come from the model
+    # and an exact kernel would fail (p = 3e-28 for the likelihood as a factor)
+    from pyro_gwg import UnsupportedModelError
+
+    with pytest.raises(
+        UnsupportedModelError, match="pyro.factor site\\(s\\) '{}'.*obs=".format(factor)
+    ):
+        sbc(model, GWG, torch.tensor([1.0]), observed=observed, progress_bar=False)
+
+
+def test_sbc_leaves_deterministic_sites_alone():
+    def model(y):
+        with pyro.plate("bits", 4):
+            x = pyro.sample("x", dist.Bernoulli(0.5))
+        mu = pyro.deterministic("mu", x.sum(-1))
+        pyro.sample("y", dist.Normal(mu, 1.0), obs=y)
+
+    kernel = lambda m: GWG(m, jit_compile=False)  # noqa: E731
+    settings = dict(num_simulations=2, num_draws=3, num_chains=1, warmup_steps=1, thinning=1)
+    for observed in (None, ["y"]):  # ["y"] was refused: "the model observes site 'mu'"
+        result = sbc(
+            model, kernel, torch.tensor(0.0), observed=observed, progress_bar=False, **settings
+        )
+        assert set(result.ranks) == {"x"}
+    with pytest.raises(ValueError, match="'mu' is a pyro.deterministic site.*leave it out"):
+        sbc(model, kernel, torch.tensor(0.0), observed=["y", "mu"], progress_bar=False)
+
+
+def test_sbc_warns_once_about_a_kernel_that_is_not_exact():
+    import warnings
+
+    from pyro_gwg import DULA
+
+    settings = dict(num_simulations=3, num_draws=3, num_chains=1, warmup_steps=1, thinning=1)
+    with pytest.warns(UserWarning) as record:
+        sbc(
+            _bits_model,
+            lambda m: DULA(m, jit_compile=False),
+            torch.tensor(0.0),
+            progress_bar=False,
+            **settings,
+        )
+    inexact = [w for w in record if "is not exact" in str(w.message)]
+    assert len(inexact) == 1 and "DULA is not exact" in str(inexact[0].message)
+    assert inexact[0].filename == __file__  # points at the call of sbc
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _tiny_sbc()
+    assert not [w for w in caught if "is not exact" in str(w.message)]
