@@ -26,6 +26,7 @@ from typing import Callable, Protocol, Tuple, runtime_checkable
 
 import torch
 
+from pyro_gwg.energy import _ATOL, _RTOL, invalid_evaluations
 from pyro_gwg.proposals.layout import CoordinateLayout
 from pyro_gwg.proposals.ncg import CandidateGrid
 
@@ -122,6 +123,7 @@ class PotentialDensity:
         self._grid = CandidateGrid(layout)
         # where each relaxed value's derivative goes in the packed [N, D, W] gradient
         self._slot = self._grid.coord * layout.grad_width + self._grid.category
+        self._batching_checked = False
 
     def _evaluate(self, codes: torch.Tensor, with_grad: bool):
         phi = self._grid.embed(codes).requires_grad_(with_grad)
@@ -135,18 +137,7 @@ class PotentialDensity:
             )
         return phi, value
 
-    def log_joint(self, codes: torch.Tensor) -> torch.Tensor:
-        """The log density at ``codes [N, D]``, float64.
-
-        :rtype: torch.Tensor
-        """
-        return self._evaluate(codes, False)[1].detach().double()
-
-    def value_and_grad(self, codes: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-        """The log density at ``codes [N, D]`` and its packed gradient ``[N, D, W]``.
-
-        :rtype: tuple
-        """
+    def _value_and_grad(self, codes: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         with torch.enable_grad():
             phi, value = self._evaluate(codes, True)
             grad = None
@@ -158,3 +149,86 @@ class PotentialDensity:
         packed[:, self._slot] = grad
         packed = packed.reshape(codes.shape[0], self.layout.num_coords, self.layout.grad_width)
         return value.detach().double(), torch.where(packed.abs() < float("inf"), packed, 0.0)
+
+    def _checked(self, codes: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+        """``value``, the log densities of ``codes``, once checked: at the first batch
+        of several states, that ``log_density`` treats the states of a batch apart
+        (:meth:`check_batching`); at every evaluation, that no value is NaN or ``+inf``
+        (the check of :class:`~pyro_gwg.DiscreteEnergy`)."""
+        if not self._batching_checked and codes.shape[0] > 1:
+            self.check_batching(codes)
+        invalid, state = invalid_evaluations([(codes, value)], codes)
+        if bool(invalid):
+            self.raise_invalid(state)
+        return value
+
+    def log_joint(self, codes: torch.Tensor) -> torch.Tensor:
+        """The log density at ``codes [N, D]``, float64.
+
+        :rtype: torch.Tensor
+        :raises ValueError: when a log density is NaN or ``+inf``, or when
+            ``log_density`` mixes the states of a batch (checked once).
+        """
+        return self._checked(codes, self._evaluate(codes, False)[1].detach().double())
+
+    def value_and_grad(self, codes: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """The log density at ``codes [N, D]`` and its packed gradient ``[N, D, W]``.
+
+        :rtype: tuple
+        :raises ValueError: as :meth:`log_joint`.
+        """
+        value, grad = self._value_and_grad(codes)
+        return self._checked(codes, value), grad
+
+    def check_batching(self, codes: torch.Tensor) -> None:
+        """Check, once, that ``log_density`` computes each state's value from its own
+        row of a batch (as :meth:`DiscreteEnergy.choose_batching
+        <pyro_gwg.DiscreteEnergy.choose_batching>` checks a model): the log densities
+        and gradients of probe states (:meth:`CoordinateLayout.probe_states
+        <pyro_gwg.proposals.layout.CoordinateLayout.probe_states>`) evaluated together
+        must be those evaluated one state at a time.
+
+        :param torch.Tensor codes: long ``[N, D]`` states in the layout (probes are
+            built from them).
+        :raises ValueError: saying that ``log_density`` mixes the states, and how to
+            write it instead.
+        """
+        probe = self.layout.probe_states(codes)
+        f, grad = self._value_and_grad(probe)
+        one_by_one = [self._value_and_grad(probe[i : i + 1]) for i in range(probe.shape[0])]
+        f_one = torch.cat([r[0] for r in one_by_one])
+        grad_one = torch.cat([r[1] for r in one_by_one])
+        same_f = torch.allclose(f, f_one, rtol=_RTOL, atol=_ATOL, equal_nan=True)
+        if not (same_f and torch.allclose(grad, grad_one, rtol=_RTOL, atol=_ATOL, equal_nan=True)):
+            raise ValueError(
+                "log_density mixes the states of a batch: at the states {} it gives {} "
+                "evaluated together and {} one state at a time. It receives the relaxed "
+                "values phi [N, R] of N states and must compute each state's log density "
+                "from its own row: index and reduce over the last dimension (phi[:, 0] or "
+                "phi[..., 0], not phi[0, 0]; phi.sum(-1), not phi.sum()), or write the "
+                "log density of one state phi [R] and pass torch.func.vmap(f).".format(
+                    probe.tolist(),
+                    "log densities {}".format(f.tolist()) if not same_f else "gradients",
+                    f_one.tolist() if not same_f else "other gradients",
+                )
+            )
+        self._batching_checked = True
+
+    def raise_invalid(self, codes: torch.Tensor) -> None:
+        """Raise the error for a state ``codes [D]`` whose log density is NaN or
+        ``+inf`` (the counterpart of :meth:`DiscreteEnergy.raise_invalid
+        <pyro_gwg.DiscreteEnergy.raise_invalid>`).
+
+        :raises ValueError: always.
+        """
+        codes = codes.reshape(1, -1)
+        value = float(self._evaluate(codes, False)[1])
+        raise ValueError(
+            "The log density (log_density of the PotentialDensity) is {:g} at a state the "
+            "sampler evaluated: codes {}. A log density must be finite, or -inf for an "
+            "impossible state, at every state of the layout's coordinates: check "
+            "log_density at this state (for example a log of 0 multiplied by 0, or an "
+            "infinite term), and return -inf where the state is impossible.".format(
+                value, codes[0].tolist()
+            )
+        )

@@ -35,9 +35,11 @@ from pyro_gwg.compilation import compile_function
 from pyro_gwg.density import traceable
 from pyro_gwg.energy import invalid_evaluations
 from pyro_gwg.proposals.algorithm import Algorithm
+from pyro_gwg.proposals.layout import CoordinateLayout
 
 __all__ = [
     "ChainDriver",
+    "CheckedAlgorithm",
     "MoveMonitor",
     "Observer",
     "ONE_STEP_BACKENDS",
@@ -45,6 +47,7 @@ __all__ = [
     "THREAD_TUNING_CALLS",
     "TIMED_CALLS",
     "UNTIMED_CALLS",
+    "checked_algorithm",
     "fewest_fast_threads",
 ]
 
@@ -67,6 +70,51 @@ TIMED_CALLS = 5
 #: (counted from the first warmup step), with ``info`` fields ``[C, n]``, the states
 #: ``codes [C, n, D]`` after each transition and their log joints ``[C, n]``
 Observer = Callable[[int, NamedTuple, torch.Tensor, torch.Tensor], None]
+
+
+class CheckedAlgorithm(Algorithm):
+    """An :class:`~pyro_gwg.proposals.algorithm.Algorithm` whose entry points check
+    their input (see :func:`checked_algorithm`)."""
+
+    __slots__ = ()
+
+
+def checked_algorithm(algorithm: Algorithm, layout: CoordinateLayout) -> CheckedAlgorithm:
+    """``algorithm`` with checks at its entry points: ``init`` refuses codes that are not
+    long ``[num_chains, D]`` states of ``layout``
+    (:meth:`~pyro_gwg.proposals.layout.CoordinateLayout.check_codes`, once per call, on
+    the states given), ``step`` a state whose codes are not shaped ``[num_chains, D]``
+    (a comparison of shapes: a compiled transition records it as a constant, and an
+    eager one spends a Python comparison). Every kernel's ``build`` and the
+    :class:`ChainDriver` return their algorithms checked; an algorithm already checked
+    is returned as it is.
+
+    :param Algorithm algorithm: the ``(init, step)`` pair.
+    :param CoordinateLayout layout: the coordinates of the density it samples.
+    :rtype: CheckedAlgorithm
+    """
+    if isinstance(algorithm, CheckedAlgorithm):
+        return algorithm
+    init, step = algorithm
+    num_coords = layout.num_coords
+
+    def checked_init(codes: torch.Tensor) -> NamedTuple:
+        layout.check_codes(codes)
+        return init(codes)
+
+    def checked_step(state: NamedTuple) -> Tuple[NamedTuple, NamedTuple]:
+        codes = state.codes
+        if codes.dim() != 2 or codes.shape[1] != num_coords:
+            raise ValueError(
+                "step takes a state whose codes are shaped [num_chains, D] = [C, {}] (the "
+                "coordinates of the density's layout), got codes of shape {}: pass the "
+                "state that this algorithm's init or step returned.".format(
+                    num_coords, tuple(codes.shape)
+                )
+            )
+        return step(state)
+
+    return CheckedAlgorithm(checked_init, checked_step)
 
 
 class MoveMonitor:
@@ -172,10 +220,15 @@ class ChainDriver:
 
     @property
     def algorithm(self) -> Algorithm:
-        """The ``(init, step)`` pair in force, on the density itself (eager)."""
+        """The ``(init, step)`` pair in force, on the density itself (eager), checked
+        (:func:`checked_algorithm`) where the density has a layout."""
         key = self._static_key
         if key not in self._algorithms:
-            self._algorithms[key] = self.build(self.density, **self.static)
+            algorithm = self.build(self.density, **self.static)
+            layout = getattr(self.density, "layout", None)
+            if layout is not None:
+                algorithm = checked_algorithm(algorithm, layout)
+            self._algorithms[key] = algorithm
         return self._algorithms[key]
 
     def init(self, codes: torch.Tensor) -> NamedTuple:
@@ -185,11 +238,22 @@ class ChainDriver:
         chains changed.
 
         :rtype: NamedTuple
+        :raises ValueError: for codes that are not ``[C, D]`` states of the density's
+            layout (see :meth:`~pyro_gwg.proposals.layout.CoordinateLayout.check_codes`).
         """
-        if self.state is None or self.state.codes.shape != codes.shape:
+        state = self.algorithm.init(codes)
+        if self.state is None or self.state.codes.shape != state.codes.shape:
             self.moves = MoveMonitor()  # other chains: their moves are counted afresh
-        self.state = self.algorithm.init(codes)
+        self.state = state
         return self.state
+
+    def _check_started(self, method: str) -> None:
+        if self.state is None:
+            raise RuntimeError(
+                "ChainDriver.{}() needs the chains' states: call driver.init(codes) "
+                "first, with codes long [num_chains, D] (D the coordinates of the "
+                "density's layout).".format(method)
+            )
 
     @property
     def warming_up(self) -> bool:
@@ -213,6 +277,7 @@ class ChainDriver:
         :param torch.dtype code_dtype: integer type of the ``codes`` handed to
             ``observe``.
         """
+        self._check_started("run")
         end = self.t + int(num_steps)
         while self.t < end:
             start = self.t
@@ -286,6 +351,7 @@ class ChainDriver:
         :returns: ``(info, extras)``: the step's statistics (``[C]`` fields) and the
             tensors ``extras`` returned (an empty tuple without it).
         """
+        self._check_started("step")
         self.state, info, out = self._step_function(extras)(self.state)
         start = self.t
         self.t += 1

@@ -865,13 +865,11 @@ class DiscreteEnergy:
             )
 
     def _probe_states(self, codes: torch.Tensor) -> torch.Tensor:
-        """Two or three distinct valid states: the first state, the first state with
-        every coordinate moved by one step, and a second given state."""
-        rows = [codes[:1], self._perturb(codes[:1])]
-        other = codes[(codes != codes[:1]).any(-1)]
-        if other.shape[0]:
-            rows.append(other[:1])
-        return torch.cat(rows)
+        """Two or three distinct valid states built from ``codes``: see
+        :meth:`CoordinateLayout.probe_states
+        <pyro_gwg.proposals.layout.CoordinateLayout.probe_states>` (the probe of
+        :class:`~pyro_gwg.density.PotentialDensity` too)."""
+        return self.layout.probe_states(codes)
 
     def _reference(self, probe: torch.Tensor):
         with self.recording():
@@ -927,14 +925,6 @@ class DiscreteEnergy:
                 return "; the first site that differs is '{}'".format(name)
         return ""
 
-    def _perturb(self, codes: torch.Tensor) -> torch.Tensor:
-        """Move every coordinate that can move by one valid step (deterministic)."""
-        zero_grad = torch.zeros(codes.shape + (self.layout.grad_width,), device=codes.device)
-        gains = self.layout.gains(codes, zero_grad)
-        candidate = gains.argmax(-1)
-        movable = torch.isfinite(gains).any(-1)
-        return torch.where(movable, self.layout.move(codes, candidate), codes)
-
     # ------------------------------------------------------------------ compilation
     def _compile(self, codes: torch.Tensor):
         """Trace the whole ``value_and_grad`` (forward and backward pass); where the
@@ -950,7 +940,7 @@ class DiscreteEnergy:
         num_chains = codes.shape[0]
         with self.recording():
             compiled = self._trace_value_and_grad(codes, num_chains)
-            for probe in (codes, self._perturb(codes)):
+            for probe in (codes, self.layout.perturb(codes)):
                 f_jit, g_jit = compiled(probe)
                 f_eager, g_eager = self._value_and_grad(probe, num_chains)
                 if not (
@@ -1114,7 +1104,7 @@ class DiscreteEnergy:
         """
         if self._checked_state:
             return
-        for state in (codes[:1], self._perturb(codes[:1])):
+        for state in (codes[:1], self.layout.perturb(codes[:1])):
             first = self.site_log_probs(state)
             second = self.site_log_probs(state)
             differ = [

@@ -11,9 +11,10 @@ from small_models import SUITE
 import pyro_gwg
 from pyro_gwg.adaptation import flips_bound
 from pyro_gwg.density import Density, PotentialDensity, binary_layout, traceable
-from pyro_gwg.driver import ChainDriver
+from pyro_gwg.driver import ChainDriver, CheckedAlgorithm, checked_algorithm
 from pyro_gwg.enumeration import exact_posterior
 from pyro_gwg.kernels import REGISTRY
+from pyro_gwg.proposals.gwg import build_gwg
 
 COUPLING = torch.tensor(
     [[0.0, 0.8, -0.5, 0.0], [0.8, 0.0, 0.3, 0.6], [-0.5, 0.3, 0.0, -0.9], [0.0, 0.6, -0.9, 0.0]]
@@ -183,6 +184,69 @@ def test_bad_densities_and_inputs_are_refused_with_the_way_out():
         PotentialDensity(lambda x: x, binary_layout(2)).log_joint(torch.zeros(2, 2).long())
     with pytest.raises(TypeError, match="inputs must be a dict of tensors"):
         pyro_gwg.DiscreteEnergy(_ising_model, inputs=[torch.zeros(1)])
+
+
+BAD_CODES = [
+    (
+        torch.tensor([[2, 0, -1, 1]]),
+        ValueError,
+        "coordinate 0 \\(a bit, 0 or 1, got \\[2\\]\\); coordinate 2",
+    ),
+    (
+        torch.tensor([0, 1, 0, 1]),
+        ValueError,
+        "shaped \\[num_chains, D\\] = \\[C, 4\\].*got shape \\(4,\\)",
+    ),
+    (torch.zeros(2, 1, 4, dtype=torch.long), ValueError, "got shape \\(2, 1, 4\\)"),
+    (torch.zeros(2, 5, dtype=torch.long), ValueError, "got shape \\(2, 5\\)"),
+    (torch.zeros(2, 4), TypeError, "an integer tensor .*got dtype torch.float32"),
+    ([[0, 1, 0, 1]], TypeError, "must be a tensor of integer codes"),
+]
+
+
+@pytest.mark.parametrize("codes,error,message", BAD_CODES)
+@pytest.mark.parametrize("entry", ["build", "driver_for", "ChainDriver"])
+def test_init_refuses_codes_that_are_not_states_of_the_layout(codes, error, message, entry):
+    # codes outside the layout were once sampled there; wrong ranks gave raw errors
+    density = PotentialDensity(_ising, binary_layout(4))
+    init = {
+        "build": lambda: pyro_gwg.GWG().build(density).init,
+        "driver_for": lambda: pyro_gwg.GWG().driver_for(density).init,
+        "ChainDriver": lambda: ChainDriver(lambda d: build_gwg(d, 2.0, 1), density).init,
+    }[entry]()
+    with pytest.raises(error, match=message):
+        init(codes)
+    assert init(torch.tensor([[1, 0, 1, 1]])).codes.shape == (1, 4)  # one state
+    assert init(torch.tensor([[1, 0, 1, 1], [0, 0, 0, 1]], dtype=torch.int32)) is not None
+
+
+def test_step_refuses_a_state_of_another_number_of_coordinates():
+    algorithm = pyro_gwg.GWG().build(PotentialDensity(_ising, binary_layout(4)))
+    state = algorithm.init(torch.zeros(2, 4, dtype=torch.long))
+    with pytest.raises(
+        ValueError, match="codes are shaped \\[num_chains, D\\] = \\[C, 4\\].*\\(2, 5\\)"
+    ):
+        algorithm.step(state._replace(codes=torch.zeros(2, 5, dtype=torch.long)))
+    assert algorithm.step(state)[0].codes.shape == (2, 4)
+
+
+def test_run_or_step_before_init_says_to_call_init():
+    driver = pyro_gwg.GWG().driver_for(PotentialDensity(_ising, binary_layout(4)))
+    for method in (lambda: driver.run(3), driver.step):
+        with pytest.raises(RuntimeError, match="call driver.init\\(codes\\) first"):
+            method()
+    driver.init(torch.zeros(2, 4, dtype=torch.long))
+    driver.run(3)
+    assert driver.t == 3
+
+
+def test_algorithms_are_checked_once():
+    density = PotentialDensity(_ising, binary_layout(4))
+    algorithm = pyro_gwg.Gibbs().build(density)
+    assert isinstance(algorithm, CheckedAlgorithm)
+    assert checked_algorithm(algorithm, density.layout) is algorithm
+    driver = ChainDriver(pyro_gwg.Gibbs().build, density)
+    assert isinstance(driver.algorithm, CheckedAlgorithm)
 
 
 # ---------------------------------------------------------------- threads of "auto"

@@ -24,6 +24,7 @@ from pyro_gwg import (
     UnsupportedModelError,
     exact_posterior,
 )
+from pyro_gwg.kernels import REGISTRY
 from pyro_gwg.kernels.base import StuckChainWarning
 
 KERNELS = {
@@ -158,6 +159,21 @@ def test_initial_values_outside_the_support_are_refused_naming_the_site(values, 
         )
     with pytest.raises(ValueError, match=message):
         mcmc.run()
+
+
+@pytest.mark.parametrize("name", sorted(REGISTRY))
+def test_every_kernels_algorithm_refuses_codes_outside_the_model_layout(name):
+    # kernel.build(energy).init once started chains at codes outside the supports
+    energy = pyro_gwg.DiscreteEnergy(bits_and_count)
+    init, step = getattr(pyro_gwg, name)().build(energy)
+    with pytest.raises(ValueError, match="coordinate 1 \\(a bit, 0 or 1, got \\[2\\]\\)"):
+        init(torch.tensor([[0, 2, 1, 0]]))
+    with pytest.raises(ValueError, match="coordinate 3 \\(an integer >= 0, got \\[-1\\]\\)"):
+        init(torch.tensor([[0, 1, 1, -1], [0, 0, 0, 3]]))
+    state = init(torch.tensor([[0, 1, 1, 7]]))
+    with pytest.raises(ValueError, match="codes are shaped \\[num_chains, D\\] = \\[C, 4\\]"):
+        step(state._replace(codes=torch.zeros(1, 5, dtype=torch.long)))
+    assert step(state)[0].codes.shape == (1, 4)
 
 
 def test_initial_values_may_be_arrays_or_lists():

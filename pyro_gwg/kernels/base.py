@@ -17,6 +17,7 @@ evaluates the gradient of the log density), :attr:`DiscreteKernel.evaluates_stat
 
 from __future__ import annotations
 
+import functools
 import warnings
 from abc import abstractmethod
 from typing import Dict, List, NamedTuple, Optional, Tuple, Union
@@ -28,7 +29,7 @@ from pyro.infer.mcmc.mcmc_kernel import MCMCKernel
 from pyro_gwg._validation import check_integer
 from pyro_gwg._warn import warn
 from pyro_gwg.compilation import CompilationWarning
-from pyro_gwg.driver import ChainDriver
+from pyro_gwg.driver import ChainDriver, checked_algorithm
 from pyro_gwg.energy import DiscreteEnergy
 from pyro_gwg.proposals.algorithm import Algorithm
 from pyro_gwg.sites import UnsupportedModelError
@@ -135,12 +136,27 @@ class DiscreteKernel(MCMCKernel):
         self._reset()
 
     # --------------------------------------------------------------- kernel API
+    def __init_subclass__(cls, **kwargs) -> None:
+        # every kernel's build checks the input of its algorithm's entry points
+        super().__init_subclass__(**kwargs)
+        build = cls.__dict__.get("build")
+        if build is not None and not getattr(build, "__isabstractmethod__", False):
+
+            @functools.wraps(build)
+            def checked_build(self, density, **static) -> Algorithm:
+                return checked_algorithm(build(self, density, **static), density.layout)
+
+            cls.build = checked_build
+
     @abstractmethod
     def build(self, density, **static) -> Algorithm:
         """The kernel's algorithm on ``density`` with the kernel's settings: an
         ``(init, step)`` pair of pure functions (see
         :mod:`pyro_gwg.proposals.algorithm`); ``static`` overrides settings that warmup
-        adapts (for example GWG's ``num_flips``).
+        adapts (for example GWG's ``num_flips``). Every subclass's ``build`` returns
+        it checked (:func:`~pyro_gwg.driver.checked_algorithm`): ``init`` refuses
+        codes that are not ``[num_chains, D]`` states of ``density.layout``, ``step``
+        a state of another number of coordinates.
 
         :param density: a :class:`~pyro_gwg.density.Density`, e.g. a
             :class:`~pyro_gwg.DiscreteEnergy`.

@@ -106,6 +106,109 @@ class CoordinateLayout:
         """
         return torch.where(self.is_scalar, self.upper - self.lower + 1, self.num_categories.float())
 
+    def check_codes(self, codes, what: str = "codes") -> None:
+        """Refuse states that are not long ``[num_chains, D]`` codes inside the layout:
+        every coordinate within its values (``lower .. upper`` for a scalar one,
+        ``0 .. K-1`` for a categorical one). One comparison of the whole batch, for the
+        entry points (an algorithm's ``init``, :meth:`ChainDriver.init
+        <pyro_gwg.driver.ChainDriver.init>`), never for the states a step proposes.
+
+        :param torch.Tensor codes: the states.
+        :param str what: how to call them in the messages.
+        :raises TypeError: for anything but an integer tensor.
+        :raises ValueError: for another shape, or naming the coordinates outside their
+            values, the values found and the values allowed.
+        """
+        expected = "[num_chains, D] = [C, {}] ([1, {}] for one state)".format(
+            self.num_coords, self.num_coords
+        )
+        if not isinstance(codes, torch.Tensor):
+            raise TypeError(
+                "{} must be a tensor of integer codes shaped {}, got {}".format(
+                    what, expected, type(codes).__name__
+                )
+            )
+        if codes.dim() != 2 or codes.shape[1] != self.num_coords:
+            raise ValueError(
+                "{} must be shaped {}: one row per chain, one column per coordinate of "
+                "the layout; got shape {}{}".format(
+                    what,
+                    expected,
+                    tuple(codes.shape),
+                    " (one state: codes.reshape(1, -1))" if codes.dim() == 1 else "",
+                )
+            )
+        if codes.dtype == torch.bool or codes.is_floating_point() or codes.is_complex():
+            raise TypeError(
+                "{} must be an integer tensor (torch.long): the value of each scalar "
+                "coordinate, the category of each categorical one; got dtype {} (use "
+                "codes.long() after rounding)".format(what, codes.dtype)
+            )
+        lower, upper = self._bounds()
+        lower, upper = lower.to(codes.device), upper.to(codes.device)
+        outside = (codes < lower) | (codes > upper)
+        if not bool(outside.any()):
+            return
+        coords = outside.any(0).nonzero().reshape(-1).tolist()
+        shown = [
+            "coordinate {} ({}, got {})".format(
+                i,
+                self._values_text(i),
+                sorted(set(codes[outside[:, i], i].tolist()))[:5],
+            )
+            for i in coords[:5]
+        ]
+        raise ValueError(
+            "{} lie outside the layout at {} coordinate(s): {}{}. A chain started "
+            "outside the coordinates' values would be sampled there, off the density's "
+            "support: give every coordinate one of its values.".format(
+                what, len(coords), "; ".join(shown), ", ..." if len(coords) > 5 else ""
+            )
+        )
+
+    def _bounds(self):
+        """The smallest and largest code of each coordinate, float ``[D]`` each."""
+        categorical_top = (self.num_categories - 1).float()
+        lower = torch.where(self.is_scalar, self.lower, torch.zeros_like(self.lower))
+        return lower, torch.where(self.is_scalar, self.upper, categorical_top)
+
+    def _values_text(self, i: int) -> str:
+        """The values of coordinate ``i``, in words."""
+        if not bool(self.is_scalar[i]):
+            return "a category in 0 .. {}".format(int(self.num_categories[i]) - 1)
+        low, high = float(self.lower[i]), float(self.upper[i])
+        if low == 0 and high == 1:
+            return "a bit, 0 or 1"
+        if high == float("inf"):
+            return "an integer >= {:g}".format(low) if low > -float("inf") else "an integer"
+        return "an integer in {:g} .. {:g}".format(low, high)
+
+    def perturb(self, codes: torch.Tensor) -> torch.Tensor:
+        """``codes [N, D]`` with every coordinate that can move moved by one valid step
+        (deterministic: the first valid candidate).
+
+        :rtype: torch.Tensor
+        """
+        zero_grad = torch.zeros(codes.shape + (self.grad_width,), device=codes.device)
+        gains = self.gains(codes, zero_grad)
+        candidate = gains.argmax(-1)
+        movable = torch.isfinite(gains).any(-1)
+        return torch.where(movable, self.move(codes, candidate), codes)
+
+    def probe_states(self, codes: torch.Tensor) -> torch.Tensor:
+        """Two or three distinct states to compare a batched evaluation of a density with
+        its evaluation one state at a time: the first state of ``codes [N, D]``, that
+        state with every coordinate moved by one step (:meth:`perturb`), and the first
+        other state of ``codes`` where there is one.
+
+        :rtype: torch.Tensor
+        """
+        rows = [codes[:1], self.perturb(codes[:1])]
+        other = codes[(codes != codes[:1]).any(-1)]
+        if other.shape[0]:
+            rows.append(other[:1])
+        return torch.cat(rows)
+
     def gains(self, codes: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
         r"""First-order estimate of :math:`f(x') - f(x)` for every single-coordinate move.
 
