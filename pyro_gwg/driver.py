@@ -98,10 +98,6 @@ def checked_algorithm(algorithm: Algorithm, layout: CoordinateLayout) -> Checked
     init, step = algorithm
     num_coords = layout.num_coords
 
-    def checked_init(codes: torch.Tensor) -> NamedTuple:
-        layout.check_codes(codes)
-        return init(codes)
-
     def checked_step(state: NamedTuple) -> Tuple[NamedTuple, NamedTuple]:
         codes = state.codes
         if codes.dim() != 2 or codes.shape[1] != num_coords:
@@ -114,7 +110,20 @@ def checked_algorithm(algorithm: Algorithm, layout: CoordinateLayout) -> Checked
             )
         return step(state)
 
-    return CheckedAlgorithm(checked_init, checked_step)
+    return CheckedAlgorithm(_CheckedInit(init, layout), checked_step)
+
+
+class _CheckedInit:
+    """An algorithm's ``init`` that checks its codes first; ``unchecked`` is the
+    ``init`` itself (for states known to be valid: the chains' own)."""
+
+    def __init__(self, init: Callable[[torch.Tensor], NamedTuple], layout: CoordinateLayout):
+        self.unchecked = init
+        self.layout = layout
+
+    def __call__(self, codes: torch.Tensor) -> NamedTuple:
+        self.layout.check_codes(codes)
+        return self.unchecked(codes)
 
 
 class MoveMonitor:
@@ -239,9 +248,14 @@ class ChainDriver:
 
         :rtype: NamedTuple
         :raises ValueError: for codes that are not ``[C, D]`` states of the density's
-            layout (see :meth:`~pyro_gwg.proposals.layout.CoordinateLayout.check_codes`).
+            layout (see :meth:`~pyro_gwg.proposals.layout.CoordinateLayout.check_codes`),
+            unchecked when they are the tensor of the chains' current states (a
+            re-evaluation after the density changed, a tempering step).
         """
-        state = self.algorithm.init(codes)
+        init = self.algorithm.init
+        if self.state is not None and codes is self.state.codes:
+            init = getattr(init, "unchecked", init)
+        state = init(codes)
         if self.state is None or self.state.codes.shape != state.codes.shape:
             self.moves = MoveMonitor()  # other chains: their moves are counted afresh
         self.state = state

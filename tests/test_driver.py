@@ -240,6 +240,20 @@ def test_run_or_step_before_init_says_to_call_init():
     assert driver.t == 3
 
 
+def test_the_chains_own_states_are_not_checked_again(monkeypatch):
+    # a refresh (MixedGibbs) or a tempering step (AIS) restarts from the current states
+    density = PotentialDensity(_ising, binary_layout(4))
+    driver = pyro_gwg.GWG().driver_for(density)
+    checks = []
+    monkeypatch.setattr(type(density.layout), "check_codes", lambda *args: checks.append(1))
+    driver.init(torch.zeros(2, 4, dtype=torch.long))
+    driver.run(2)
+    driver.init(driver.state.codes)
+    assert len(checks) == 1
+    driver.init(driver.state.codes.clone())
+    assert len(checks) == 2
+
+
 def test_algorithms_are_checked_once():
     density = PotentialDensity(_ising, binary_layout(4))
     algorithm = pyro_gwg.Gibbs().build(density)

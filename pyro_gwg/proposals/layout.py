@@ -78,6 +78,11 @@ class CoordinateLayout:
         self._slot = slot
         r = self.radius
         self._steps = torch.where(slot < r, slot - r, slot - r + 1).float()
+        # the smallest and largest code of each coordinate, float [D] each
+        self._code_bounds = (
+            torch.where(self.is_scalar, self.lower, 0.0),
+            torch.where(self.is_scalar, self.upper, (self.num_categories - 1).float()),
+        )
 
     def to(self, device: torch.device) -> CoordinateLayout:
         """Copy of the layout on ``device``."""
@@ -119,13 +124,11 @@ class CoordinateLayout:
         :raises ValueError: for another shape, or naming the coordinates outside their
             values, the values found and the values allowed.
         """
-        expected = "[num_chains, D] = [C, {}] ([1, {}] for one state)".format(
-            self.num_coords, self.num_coords
-        )
+        expected = "[num_chains, D] = [C, {0}] ([1, {0}] for one state)".format
         if not isinstance(codes, torch.Tensor):
             raise TypeError(
                 "{} must be a tensor of integer codes shaped {}, got {}".format(
-                    what, expected, type(codes).__name__
+                    what, expected(self.num_coords), type(codes).__name__
                 )
             )
         if codes.dim() != 2 or codes.shape[1] != self.num_coords:
@@ -133,7 +136,7 @@ class CoordinateLayout:
                 "{} must be shaped {}: one row per chain, one column per coordinate of "
                 "the layout; got shape {}{}".format(
                     what,
-                    expected,
+                    expected(self.num_coords),
                     tuple(codes.shape),
                     " (one state: codes.reshape(1, -1))" if codes.dim() == 1 else "",
                 )
@@ -144,8 +147,9 @@ class CoordinateLayout:
                 "coordinate, the category of each categorical one; got dtype {} (use "
                 "codes.long() after rounding)".format(what, codes.dtype)
             )
-        lower, upper = self._bounds()
-        lower, upper = lower.to(codes.device), upper.to(codes.device)
+        lower, upper = self._code_bounds
+        if lower.device != codes.device:
+            lower, upper = lower.to(codes.device), upper.to(codes.device)
         outside = (codes < lower) | (codes > upper)
         if not bool(outside.any()):
             return
@@ -165,12 +169,6 @@ class CoordinateLayout:
                 what, len(coords), "; ".join(shown), ", ..." if len(coords) > 5 else ""
             )
         )
-
-    def _bounds(self):
-        """The smallest and largest code of each coordinate, float ``[D]`` each."""
-        categorical_top = (self.num_categories - 1).float()
-        lower = torch.where(self.is_scalar, self.lower, torch.zeros_like(self.lower))
-        return lower, torch.where(self.is_scalar, self.upper, categorical_top)
 
     def _values_text(self, i: int) -> str:
         """The values of coordinate ``i``, in words."""
