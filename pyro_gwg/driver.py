@@ -173,10 +173,11 @@ class ChainDriver:
         left before :attr:`horizon`. Blocks of ``"auto"`` and ``"aot"`` are a Python
         loop over one compiled step (one compilation serves every block length;
         ``"aot"`` looks up the disk cache by the trace of the step, as ``"auto"``
-        does, before exporting anything). A density with a dictionary
-        ``inputs`` of tensors that change between calls (see
-        :class:`~pyro_gwg.DiscreteEnergy`) has them passed to the compiled function as
-        arguments, with their values of each call.
+        does, before exporting anything). The tensors a density reads that change
+        between calls (the ``inputs`` and ``pyro.param`` values of a
+        :class:`~pyro_gwg.DiscreteEnergy`, see its
+        :meth:`~pyro_gwg.DiscreteEnergy.arguments`) are passed to the compiled
+        function as arguments, with their values of each call.
 
     :ivar NamedTuple state: the chains' state (``None`` before :meth:`init`).
     :ivar int t: transitions taken since :meth:`init`.
@@ -428,31 +429,26 @@ class ChainDriver:
         num_chains = state.codes.shape[0]
         body = body_of(self.build(traceable(density, num_chains), **self.static).step)
         state_type, types = type(state), []
-        # tensors the density reads that change between calls: arguments, not constants
-        inputs = getattr(density, "inputs", None) or {}
-        names = list(inputs)
+        # tensors the density reads that change between calls (inputs, pyro.param
+        # values): arguments of the compiled function, not constants
+        arguments = density.arguments
         num_state = len(state)
 
         def flat(*tensors: torch.Tensor) -> tuple:
-            given = dict(inputs)
-            inputs.update(zip(names, tensors[num_state:]))
-            try:
-                with density.recording() as evaluations:
-                    new_state, info, extras = body(state_type(*tensors[:num_state]))
-            finally:
-                inputs.update(given)
+            with density.reading(tensors[num_state:]), density.recording() as evaluations:
+                new_state, info, extras = body(state_type(*tensors[:num_state]))
             types.append((type(info), len(extras)))
             checks = invalid_evaluations(evaluations, new_state.codes)
             return (*new_state, *info, *extras, *checks)
 
-        example = tuple(state) + tuple(inputs[name] for name in names)
+        example = tuple(state) + arguments()
 
         def wrap(compiled: Callable) -> Callable:
             info_type, num_extras = types[0]
             end_info = num_state + len(info_type._fields)
 
             def run(current: NamedTuple) -> tuple:
-                out = compiled(*current, *(inputs[name] for name in names))
+                out = compiled(*current, *arguments())
                 invalid, bad_codes = out[-2:]
                 if bool(invalid):
                     density.raise_invalid(bad_codes)
@@ -485,7 +481,7 @@ class ChainDriver:
             return start if compiled is None else wrap(compiled)
 
         def upgrade() -> Optional[Callable]:
-            current = tuple(self.state) + tuple(inputs[name] for name in names)
+            current = tuple(self.state) + arguments()
             if self.on_compile is not None:
                 self.on_compile("compiling with AOTInductor")
             begin = time.perf_counter()

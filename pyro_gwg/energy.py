@@ -85,6 +85,9 @@ CHAIN_PLATE = "_pyro_gwg_chains"
 BATCHING_MODES = ("plate", "vmap", "loop")
 # relative and absolute tolerance when comparing batched with state-by-state values
 _RTOL, _ATOL = 1e-4, 1e-4
+
+#: what ``pyro.module`` puts between a module's name and its parameters' names
+_MODULE_SEPARATOR = "$$$"
 # model runs spent at set-up probing states next to the initial one (value-read models)
 _MAX_STRUCTURE_PROBES = 64
 #: states drawn from the init strategy per chain, of which the chain starts at the most
@@ -167,6 +170,20 @@ class DiscreteEnergy:
         self.sites: List[DiscreteSite] = []
         self.enumerated: List[str] = []
         self._discover(trace)
+        #: ``pyro.param`` sites the model reads (``pyro.module`` parameters apart): a
+        #: compiled function takes their values as arguments (see :meth:`arguments`)
+        self.param_names = [
+            name
+            for name, node in trace.nodes.items()
+            if node["type"] == "param" and _MODULE_SEPARATOR not in name
+        ]
+        self._module_params = [
+            name
+            for name, node in trace.nodes.items()
+            if node["type"] == "param" and _MODULE_SEPARATOR in name
+        ]
+        # the values a tracer substitutes for the pyro.param sites (empty otherwise)
+        self._param_values: Dict[str, torch.Tensor] = {}
         self.max_plate_nesting = _trace.check_max_plate_nesting(trace, max_plate_nesting)
         self.device = trace.nodes[self.sites[0].name]["value"].device
         self.layout = build_layout(self.sites).to(self.device)
@@ -440,8 +457,11 @@ class DiscreteEnergy:
     # so that traced graphs carry no shape arithmetic; ``num_chains > 1`` runs the
     # model batched over chains (``self.batching`` says how).
     def _trace(self, values: Dict[str, torch.Tensor], num_chains: int):
+        model = self.model
+        if self._param_values:  # a compiler traces: the parameters are its arguments
+            model = poutine.substitute(model, data=dict(self._param_values))
         model = _trace.model_at(
-            self.model,
+            model,
             values,
             self.max_plate_nesting,
             batch=(CHAIN_PLATE, num_chains) if num_chains > 1 else None,
@@ -670,9 +690,9 @@ class DiscreteEnergy:
         """Compilers that can compile a whole transition that evaluates this energy for
         several states (see :mod:`pyro_gwg.compilation`): all for a model that broadcasts
         (``"plate"``) or runs under :func:`torch.func.vmap` (traced through its ATen
-        graph), none for a model evaluated one state at a time or whose control flow
-        reads latent values (run eagerly)."""
-        if self.value_reads or self.batching == "loop":
+        graph), none for a model evaluated one state at a time, whose control flow
+        reads latent values or that reads ``pyro.module`` parameters (run eagerly)."""
+        if self.value_reads or self.batching == "loop" or self._module_params:
             return ()
         return ("aot", "compile", "make_fx", "trace")
 
@@ -937,6 +957,14 @@ class DiscreteEnergy:
                 "only. Use jit_compile=False (or the default 'auto', which runs such a "
                 "model eagerly).".format("; ".join(r.describe() for r in self.value_reads))
             )
+        if self._module_params:
+            raise UnsupportedModelError(
+                "jit_compile=True cannot compile this model: it reads the parameters of "
+                "a pyro.module ({}), which a traced graph would hold as constants. Use "
+                "jit_compile=False (or the default 'auto', which runs such a model "
+                "eagerly), or make them pyro.param sites, which a compiled transition "
+                "takes as arguments.".format(", ".join(map(repr, self._module_params)))
+            )
         num_chains = codes.shape[0]
         with self.recording():
             compiled = self._trace_value_and_grad(codes, num_chains)
@@ -965,9 +993,11 @@ class DiscreteEnergy:
     def _trace_value_and_grad(self, codes: torch.Tensor, num_chains: int):
         try:
             try:
-                return trace_compile(lambda c: self._value_and_grad(c, num_chains), (codes,))
+                return self._trace_with_arguments(
+                    lambda c: self._value_and_grad(c, num_chains), (codes,)
+                )
             except RuntimeError:
-                forward = trace_compile(
+                forward = self._trace_with_arguments(
                     lambda c, *r: self._forward(num_chains, c, *r),
                     (codes, *self._relaxed(codes, False)),
                 )
@@ -981,6 +1011,50 @@ class DiscreteEnergy:
                     type(error).__name__, _first_line(error)
                 )
             ) from error
+
+    def _trace_with_arguments(self, fn: Callable, example: tuple) -> Callable:
+        """:func:`~pyro_gwg.compilation.trace_compile` of ``fn``, with the model's
+        :meth:`arguments` as further inputs of the trace (not constants), passed at
+        their values of each call."""
+        arguments = self.arguments()
+        size = len(example)
+
+        def taking(*tensors: torch.Tensor):
+            with self.reading(tensors[size:]):
+                return fn(*tensors[:size])
+
+        traced = trace_compile(taking, example + arguments)
+        return lambda *tensors: traced(*tensors, *self.arguments())
+
+    # ------------------------------------------------------------------ arguments
+    def arguments(self) -> Tuple[torch.Tensor, ...]:
+        """The tensors besides the states that a compiled function of this energy
+        takes as arguments, at their values now: those of ``inputs``, then those of
+        the model's ``pyro.param`` sites (:attr:`param_names`), read from the param
+        store, so that a parameter changed since the compilation (trained, or set
+        again) is used at its new value.
+
+        :rtype: tuple
+        """
+        store = pyro.get_param_store()
+        params = tuple(store.get_param(name).detach() for name in self.param_names)
+        return tuple((self.inputs or {}).values()) + params
+
+    @contextlib.contextmanager
+    def reading(self, arguments: Sequence[torch.Tensor]) -> Iterator[None]:
+        """Within this context the model reads ``arguments`` (a tracer's tensors, in
+        the order of :meth:`arguments`) in place of the values of ``inputs`` and of
+        the ``pyro.param`` sites."""
+        inputs = self.inputs if self.inputs is not None else {}
+        given = dict(inputs)
+        previous = self._param_values
+        inputs.update(zip(given, arguments))
+        self._param_values = dict(zip(self.param_names, arguments[len(given) :]))
+        try:
+            yield
+        finally:
+            inputs.update(given)
+            self._param_values = previous
 
     # ------------------------------------------------------------------ initial states
     def initial_codes(self, num_chains: int = 1) -> torch.Tensor:

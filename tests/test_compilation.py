@@ -546,3 +546,93 @@ def test_the_cpu_probe_of_package_loads_starts_once_and_only_with_packages(monke
     compilation.prewarm_loader()
     compilation._PROBE.join()
     assert calls == [1]
+
+
+# ---------------------------------------------------------------- pyro.param sites
+
+
+def _param_model():
+    w = pyro.param("w", torch.tensor(0.5))
+    p = pyro.param("p", torch.tensor(0.3), constraint=dist.constraints.unit_interval)
+    with pyro.plate("sites", 3):
+        x = pyro.sample("x", dist.Bernoulli(logits=w + torch.logit(p)))
+    pyro.sample("y", dist.Normal(x.sum(-1, keepdim=True), 1.0), obs=torch.tensor([2.0]))
+
+
+def _param_draws(runner, jit_compile, seed=0):
+    pyro.set_rng_seed(seed)
+    if runner == "pyro":
+        mcmc = pyro.infer.MCMC(
+            GWG(_param_model, jit_compile=jit_compile),
+            num_samples=30,
+            warmup_steps=5,
+            disable_progbar=True,
+        )
+    else:
+        mcmc = MCMC(
+            GWG(_param_model, jit_compile=jit_compile),
+            num_samples=30,
+            warmup_steps=5,
+            num_chains=3,
+            disable_progbar=True,
+        )
+    mcmc.run()
+    return mcmc.get_samples()["x"]
+
+
+@pytest.mark.parametrize("runner", ["pyro", "pyro_gwg"])
+@pytest.mark.parametrize(
+    "jit_compile",
+    [True, "auto"] + [pytest.param(m, marks=pytest.mark.slow) for m in ("make_fx", "inductor")],
+)
+def test_pyro_param_values_are_arguments_of_the_compiled_transition(
+    runner, jit_compile, monkeypatch, tmp_path
+):
+    # a model reading pyro.param compiles (it raised "Unsupported value kind: Tensor"),
+    # draws what the eager path draws, and a value set between runs is the one used
+    # (also by the package that AOTInductor compiled and cached in the first run)
+    monkeypatch.setenv(compilation.CACHE_ENV, str(tmp_path))
+    pyro.clear_param_store()
+    for value in (0.5, -3.0):
+        pyro.get_param_store()["w"] = torch.tensor(value)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", CompilationWarning)
+            compiled = _param_draws(runner, jit_compile)
+        eager = _param_draws(runner, False)
+        if jit_compile == "make_fx":  # TorchInductor's own random numbers: same law only
+            assert compiled.float().mean() < 0.6 if value < 0 else compiled.float().mean() > 0.4
+        else:
+            assert torch.equal(compiled, eager)
+    assert float(pyro.param("w")) == -3.0
+
+
+def test_the_energy_takes_pyro_param_values_as_arguments():
+    pyro.clear_param_store()
+    energy = pyro_gwg.DiscreteEnergy(_param_model, jit_compile=True)
+    assert energy.param_names == ["w", "p"]
+    codes = torch.tensor([[1, 0, 1]])
+    compiled = energy.value_and_grad(codes)
+    pyro.get_param_store()["w"] = torch.tensor(2.0)
+    changed = energy.value_and_grad(codes)
+    energy.jit_compile = False
+    eager = energy.value_and_grad(codes)
+    assert not torch.allclose(compiled[0], changed[0])
+    assert torch.allclose(changed[0], eager[0]) and torch.allclose(changed[1], eager[1])
+    assert len(energy._compiled) == 1  # one trace, whatever the parameter's value
+
+
+def test_pyro_module_parameters_are_not_compiled_in():
+    net = torch.nn.Linear(1, 3)
+
+    def model():
+        pyro.module("net", net)
+        x = pyro.sample("x", dist.Bernoulli(logits=net(torch.ones(1))).to_event(1))
+        pyro.sample("y", dist.Normal(x.sum(-1), 1.0), obs=torch.tensor(2.0))
+
+    pyro.clear_param_store()
+    with pytest.raises(UnsupportedModelError, match="pyro.module.*'net\\$\\$\\$weight'"):
+        GWG(model, jit_compile=True).setup(0)
+    kernel = GWG(model)
+    with pytest.warns(CompilationWarning, match="pyro.module"):
+        kernel.setup(0)
+    assert kernel.energy.compilable == ()
