@@ -56,7 +56,7 @@ from pyro.infer.autoguide.initialization import init_to_sample
 from pyro_gwg import _trace
 from pyro_gwg._taint import Read, sources_of, trace_reads
 from pyro_gwg._validation import check_integer, is_integer
-from pyro_gwg._warn import warn
+from pyro_gwg._warn import name_list, warn
 from pyro_gwg.compilation import trace_compile
 from pyro_gwg.proposals.layout import CoordinateLayout
 from pyro_gwg.sites import (
@@ -202,7 +202,7 @@ class DiscreteEnergy:
         #: first evaluation of several states (``None`` until then)
         self.batching: Optional[str] = None
         self._compiled: Dict[int, object] = {}
-        self._warned_categoricals: set = set()
+        self._checked_categoricals: set = set()  # (warn_gradient_blind_categoricals)
         self._checked_state = False
         self._recording: Optional[List[Tuple[torch.Tensor, torch.Tensor]]] = None
 
@@ -1233,37 +1233,60 @@ class DiscreteEnergy:
                 self._forward_plate(1, probe, *self._relaxed(probe, False))
 
     # ------------------------------------------------------------------ diagnostics
-    def warn_gradient_blind_categoricals(self, codes: torch.Tensor) -> None:
-        """Warn once per ``Categorical`` site whose value the model uses beyond its own
-        log-probability (typically as an index), where the gradient cannot see it.
+    def warn_gradient_blind_categoricals(
+        self, codes: torch.Tensor, checked: Optional[set] = None
+    ) -> None:
+        """Warn, in one warning that lists them, about the ``Categorical`` sites whose
+        value the model uses beyond their own log-probability (typically as an index),
+        where the gradient cannot see it. Each site is checked once: sites named in
+        ``checked`` are skipped, and the sites checked now are added to it.
 
         :param torch.Tensor codes: long ``[1, D]`` a valid state.
+        :param set checked: names of the sites already checked (by default, those
+            checked by earlier calls on this energy); a kernel passes the set of its
+            run, so that the chains of one run warn once.
         """
+        checked = self._checked_categoricals if checked is None else checked
+        candidates = [
+            (site, sl)
+            for site, sl in zip(self.sites, self._slices)
+            if site.kind == CATEGORICAL and site.num_categories >= 2 and site.name not in checked
+        ]
+        if not candidates:
+            return
         base_total = float(self._unchecked_log_joint(codes[:1]))
         base_terms = self.site_log_probs(codes[:1])
-        for site, sl in zip(self.sites, self._slices):
-            if site.kind != CATEGORICAL or site.num_categories < 2:
-                continue
-            if site.name in self._warned_categoricals:
-                continue
+        blind = []
+        for site, sl in candidates:
+            checked.add(site.name)
             shifted = codes[:1].clone()
             shifted[:, sl] = (shifted[:, sl] + 1) % site.num_categories
             total = float(self._unchecked_log_joint(shifted))
             own = float(self.site_log_probs(shifted)[site.name])
             rest_change = (total - own) - (base_total - float(base_terms[site.name]))
             if not abs(rest_change) <= 1e-6 * (1 + abs(base_total)):  # NaN counts too
-                self._warned_categoricals.add(site.name)
-                warn(
-                    "Categorical site {} is used by the model beyond its own "
-                    "log-probability (for example as an index, locs[z]). Integer "
-                    "values carry no gradient, so the gradient-informed proposal for "
-                    "this site sees only its prior; the sampler stays exact but may "
-                    "mix slowly. For informed proposals, write the site as "
-                    "OneHotCategorical and use the one-hot vector (e.g. z @ locs).".format(
-                        site.describe()
-                    ),
-                    UserWarning,
+                blind.append(site)
+        if not blind:
+            return
+        if len(blind) == 1:
+            which = "Categorical site {} is used by the model beyond its own".format(
+                blind[0].describe()
+            )
+        else:
+            which = (
+                "{} Categorical sites ({}; the first: {}) are used by the model beyond "
+                "their own".format(
+                    len(blind), name_list([site.name for site in blind]), blind[0].describe()
                 )
+            )
+        warn(
+            "{} log-probability (for example as an "
+            "index, locs[z]). Integer values carry no gradient, so the gradient-informed "
+            "proposal for such a site sees only its prior; the sampler stays exact but may "
+            "mix slowly. For informed proposals, write the site as OneHotCategorical and "
+            "use the one-hot vector (e.g. z @ locs).".format(which),
+            UserWarning,
+        )
 
 
 class TraceableEnergy(NamedTuple):

@@ -53,13 +53,11 @@ from tqdm.auto import tqdm
 
 from pyro_gwg import _trace, cluster
 from pyro_gwg._validation import check_bool, check_integer, is_integer
-from pyro_gwg._warn import warn
 from pyro_gwg.diagnostics import site_diagnostics
 from pyro_gwg.energy import DiscreteEnergy
 from pyro_gwg.kernels.base import DiscreteKernel
 
 __all__ = [
-    "CONSTANT_WARNING_MIN_STEPS",
     "DECODE_ELEMENTS",
     "MCMC",
     "RAY_CHAINS_PER_BLOCK",
@@ -81,9 +79,6 @@ STEPS_PER_CALL = 8
 #: of :meth:`MCMC.get_samples`, :meth:`MCMC.diagnostics` and :meth:`MCMC.summary`
 #: (an int64 copy of this many codes is 8 MiB)
 DECODE_ELEMENTS = 2**20
-#: :meth:`MCMC.diagnostics` and :meth:`MCMC.summary` warn about coordinates that never
-#: changed in any chain when the kept draws span at least this many steps per chain
-CONSTANT_WARNING_MIN_STEPS = 100
 
 
 class MCMC(AbstractMCMC):
@@ -396,12 +391,17 @@ class MCMC(AbstractMCMC):
         )
 
     def _run_blocks(self, blocks: List[slice], seeds: List[int], initial_params, args, kwargs):
-        """Run the blocks of chains one after the other, each under its seed."""
-        for block, seed in zip(blocks, seeds):
-            params = _block_params(initial_params, block, self.num_chains)
-            label = "[{}] ".format(block.start) if len(blocks) > 1 else ""
-            with cluster.seeded(seed):
-                self._run_batch(block, params, label, args, kwargs)
+        """Run the blocks of chains one after the other, each under its seed (the
+        kernel warns once per cause, at the end of the last block)."""
+        try:
+            for index, (block, seed) in enumerate(zip(blocks, seeds)):
+                params = _block_params(initial_params, block, self.num_chains)
+                label = "[{}] ".format(block.start) if len(blocks) > 1 else ""
+                self.kernel.block_of_run = (index, len(blocks), block.start)
+                with cluster.seeded(seed):
+                    self._run_batch(block, params, label, args, kwargs)
+        finally:
+            self.kernel.block_of_run = None
 
     def _run_ray(self, blocks: List[slice], seeds: List[int], initial_params, args, kwargs):
         """Run each block as vectorised chains in a Ray task; gather the codes and the
@@ -747,8 +747,9 @@ class MCMC(AbstractMCMC):
         Pyro's effective sample size and split R-hat, computed coordinate by coordinate
         (:func:`pyro_gwg.diagnostics.site_diagnostics`), NaN only for coordinates whose
         draws are all equal (R-hat also NaN for runs of fewer than 4 draws per chain).
-        A ``UserWarning`` names the coordinates that never changed in any chain of a
-        run of at least :data:`CONSTANT_WARNING_MIN_STEPS` steps after warmup.
+        It warns about nothing that :meth:`run` reported (coordinates that never changed
+        where the posterior is not sure of them: a
+        :class:`~pyro_gwg.kernels.base.StuckChainWarning` at the end of the run).
 
         Then each per-draw statistic of the kernel, as ``{name: {"chain i": tensor}}``,
         the acceptance rate per chain and an empty ``divergences`` list per chain.
@@ -788,10 +789,8 @@ class MCMC(AbstractMCMC):
     def _site_table(self, codes: torch.Tensor, summary: bool, prob: float = 0.9):
         """``{site: OrderedDict(column: tensor of the value shape)}``: n_eff and r_hat,
         and with ``summary`` also mean, std, median and the HPD interval, computed on a
-        few coordinates at a time; warns about coordinates that never changed."""
+        few coordinates at a time."""
         num_chains, num_draws = codes.shape[:2]
-        constant = _constant_in_every_chain(codes)
-        long_run = num_draws * self.thinning >= CONSTANT_WARNING_MIN_STEPS
         dtype = torch.get_default_dtype()
         table = OrderedDict()
         for site in self._energy.sites:
@@ -808,9 +807,6 @@ class MCMC(AbstractMCMC):
             table[site.name] = OrderedDict(
                 (key, torch.cat(parts).reshape(site.value_shape)) for key, parts in columns.items()
             )
-            stuck = constant[site.offset : site.offset + site.num_coords]
-            if long_run and bool(stuck.any()):
-                _warn_constant(site, stuck, num_chains, num_draws)
         return table
 
 
@@ -993,47 +989,6 @@ def _print_table(table: Mapping[str, Mapping[str, torch.Tensor]]) -> None:
             label = name + ("[{}]".format(",".join(map(str, index))) if shape else "")
             print(row_format.format(label, *[float(v[index]) for v in stats.values()]))
     print()
-
-
-def _warn_constant(site, stuck: torch.Tensor, num_chains: int, num_draws: int) -> None:
-    """Warn that the coordinates ``stuck`` (bool, flat over the site's coordinates) of
-    ``site`` never changed in any chain."""
-    flat = stuck.nonzero().reshape(-1).tolist()
-    shape = tuple(site.coord_shape)
-    labels = []
-    for index in flat[:10]:
-        position = []
-        for size in reversed(shape):
-            position.append(index % size)
-            index //= size
-        labels.append("{}[{}]".format(site.name, ",".join(map(str, reversed(position)))))
-    more = " and {} more".format(len(flat) - 10) if len(flat) > 10 else ""
-    warn(
-        "Site '{}': {} of {} coordinate(s) never changed in any chain after warmup "
-        "({}{}; {} draws per chain, {} chain(s)). Their n_eff and r_hat are NaN where "
-        "every chain holds the same value (and r_hat is infinite where chains hold "
-        "different values); ArviZ reports n_eff = the number of draws for them. The "
-        "chains may be stuck (started where the kernel cannot leave), or the posterior "
-        "puts (nearly) all its mass on one value. Check trace plots, run longer or "
-        "from other initial states (see 'Errors and warnings' in the "
-        "documentation).".format(
-            site.name, len(flat), site.num_coords, ", ".join(labels), more, num_draws, num_chains
-        ),
-        UserWarning,
-    )
-
-
-def _constant_in_every_chain(codes: torch.Tensor) -> torch.Tensor:
-    """bool ``[D]``: the coordinate never changes within any chain of ``codes [C, T, D]``
-    (compared a block of draws at a time)."""
-    num_chains, num_draws, num_coords = codes.shape
-    first = codes[:, :1]
-    constant = torch.ones(num_chains, num_coords, dtype=torch.bool, device=codes.device)
-    step = max(1, DECODE_ELEMENTS // max(1, num_chains * num_coords))
-    for start in range(1, num_draws, step):
-        block = codes[:, start : start + step]
-        constant &= (block == first).all(1)
-    return constant.all(0).cpu()
 
 
 def _decode(energy: DiscreteEnergy, codes: torch.Tensor) -> Dict[str, torch.Tensor]:

@@ -661,8 +661,13 @@ def fixed_bit_run(num_samples=300):
 
 
 def test_a_constant_coordinate_has_nan_diagnostics_and_the_others_do_not():
+    import warnings
+
     mcmc = fixed_bit_run()
-    with pytest.warns(UserWarning, match="'x'.*never changed in any chain.*x\\[4\\]"):
+    with warnings.catch_warnings():
+        # x[4] never changed, as an exact sampler does (its other value has probability
+        # e^-40): nothing to warn about, and run() would have said so otherwise
+        warnings.simplefilter("error")
         diag = mcmc.diagnostics()["x"]
     assert torch.isfinite(diag["n_eff"][:4]).all() and (diag["n_eff"][:4] > 10).all()
     assert torch.isfinite(diag["r_hat"][:4]).all()
@@ -679,8 +684,7 @@ def test_a_constant_coordinate_has_nan_diagnostics_and_the_others_do_not():
 
 def test_summary_reports_the_moving_coordinates(capsys):
     mcmc = fixed_bit_run()
-    with pytest.warns(UserWarning, match="may be stuck"):
-        mcmc.summary()
+    mcmc.summary()
     rows = {
         line.split()[0]: line.split()[1:]
         for line in capsys.readouterr().out.splitlines()[2:]
@@ -691,16 +695,6 @@ def test_summary_reports_the_moving_coordinates(capsys):
         n_eff, r_hat = float(rows["x[{}]".format(i)][5]), float(rows["x[{}]".format(i)][6])
         assert n_eff > 10 and 0.9 < r_hat < 1.2
     assert rows["x[4]"][5] == "nan" and rows["x[4]"][0] == "1.00"
-
-
-def test_short_runs_do_not_flag_constant_coordinates():
-    import warnings
-
-    mcmc = fixed_bit_run(num_samples=30)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        diag = mcmc.diagnostics()["x"]
-    assert torch.isnan(diag["n_eff"][4]) and torch.isfinite(diag["n_eff"][:4]).all()
 
 
 def test_diagnostics_of_very_short_runs_are_nan_not_an_error():

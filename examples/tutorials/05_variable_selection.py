@@ -184,9 +184,10 @@ print(f"spike and slab cross at |beta| = {delta:.3f}")
 # only when NUTS has moved its coefficient out of the spike, so the indicators move
 # more slowly than the coefficients, and the chains here are short. The Monte Carlo
 # error bars and the agreement between chains (R-hat) say how far to trust them.
-# pyro-gwg says so too: at the end of each chain, a ``StuckChainWarning`` lists (by
-# index) the indicators that never changed after warmup. The cell prints them by name,
-# with the value they kept: those kept at 1 are covariates the posterior is sure
+# pyro-gwg says so too: at the end of a run, a ``StuckChainWarning`` lists the
+# indicators that never changed after warmup although the posterior is not sure of
+# them. The cell prints every indicator that never changed, by name, with the value it
+# kept: those kept at 1 are covariates the posterior is sure
 # about; those kept at 0 are rarely included covariates that this short chain never
 # switched on, whose PIPs rest on the other chains.
 

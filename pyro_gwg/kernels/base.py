@@ -18,21 +18,24 @@ evaluates the gradient of the log density), :attr:`DiscreteKernel.evaluates_stat
 from __future__ import annotations
 
 import functools
+import math
+import sys
 import warnings
 from abc import abstractmethod
 from typing import Dict, List, NamedTuple, Optional, Tuple, Union
 
 import torch
 from pyro.infer.autoguide.initialization import init_to_sample
+from pyro.infer.mcmc import api as _pyro_mcmc_api
 from pyro.infer.mcmc.mcmc_kernel import MCMCKernel
 
 from pyro_gwg._validation import check_integer
-from pyro_gwg._warn import warn
+from pyro_gwg._warn import name_list, warn
 from pyro_gwg.compilation import CompilationWarning
 from pyro_gwg.driver import ChainDriver, checked_algorithm
 from pyro_gwg.energy import DiscreteEnergy
 from pyro_gwg.proposals.algorithm import Algorithm
-from pyro_gwg.sites import UnsupportedModelError
+from pyro_gwg.sites import BINARY, UnsupportedModelError
 
 __all__ = ["DiscreteKernel", "JIT_MODES", "StuckChainWarning"]
 
@@ -40,17 +43,30 @@ __all__ = ["DiscreteKernel", "JIT_MODES", "StuckChainWarning"]
 JIT_MODES = (False, True, "auto", "inductor", "make_fx")
 
 #: a chain that changes state in less than this fraction of its steps after warmup
-#: (and at least ``STUCK_MIN_STEPS`` steps) is reported by a :class:`StuckChainWarning`
+#: (and at least ``STUCK_MIN_STEPS`` steps) is reported by a :class:`StuckChainWarning`,
+#: unless its state is one the posterior is sure of (see ``STUCK_EXPECTED_MOVES``)
 STUCK_FRACTION = 0.01
 STUCK_MIN_STEPS = 100
+#: a chain, or a coordinate that never changed in any chain, is reported as stuck only
+#: where an exact single-site Gibbs sampler (each step redraws one coordinate, chosen at
+#: random, from its conditional distribution at the final state) would have changed it
+#: at least this many times in the same steps, expected, or (a coordinate) where the
+#: chains hold it at different values; else the posterior is sure of its value and never
+#: leaving it is what an exact sampler does
+STUCK_EXPECTED_MOVES = 10.0
+#: most states next to the final ones evaluated for that check (per block of chains),
+#: and most states per run of the model
+STUCK_PROBE_LIMIT = 1 << 16
+STUCK_PROBE_CHUNK = 1024
 
 #: the compiler each ``jit_compile`` mode asks the chain driver for
 _BACKENDS = {False: None, True: "trace", "auto": "auto", "inductor": "aot", "make_fx": "make_fx"}
 
 
 class StuckChainWarning(UserWarning):
-    """After warmup, a chain almost never changed state: its draws may not represent the
-    posterior."""
+    """After warmup, a chain almost never changed state, or coordinates never changed in
+    any chain, where the posterior is not sure of their values: the draws may not
+    represent the posterior. Once per cause and run, at its end."""
 
 
 class DiscreteKernel(MCMCKernel):
@@ -88,6 +104,14 @@ class DiscreteKernel(MCMCKernel):
 
     Runners that batch chains set the attribute ``vectorized_chains`` before
     :meth:`setup`; samples and statistics then carry a leading chain dimension.
+
+    Warnings about a run (:class:`StuckChainWarning`, gradient-blind ``Categorical``
+    sites) come once per cause and run, each listing the sites and chains it concerns.
+    A run of several blocks of chains, one :meth:`setup` and :meth:`cleanup` each, says
+    so with the attribute ``block_of_run``: ``(block, number of blocks, first chain)``,
+    set before each :meth:`setup` (:class:`pyro_gwg.MCMC` does); the sequential chains
+    of :class:`pyro.infer.MCMC` are recognised as such. Otherwise each :meth:`setup`
+    starts a run of its own.
     """
 
     #: the step evaluates the gradient of the log density (one forward and one
@@ -133,6 +157,11 @@ class DiscreteKernel(MCMCKernel):
         self.energy: Optional[DiscreteEnergy] = None
         self.driver: Optional[ChainDriver] = None
         self._initial_params: Optional[Dict[str, torch.Tensor]] = None
+        #: ``(block, number of blocks, first chain)`` of the next :meth:`setup` in its
+        #: run, or ``None`` (see the class documentation)
+        self.block_of_run: Optional[Tuple[int, int, int]] = None
+        self._run_report = _RunReport()
+        self._block: Optional[Tuple[int, int, int]] = None  # that of the last setup
         self._reset()
 
     # --------------------------------------------------------------- kernel API
@@ -212,6 +241,9 @@ class DiscreteKernel(MCMCKernel):
                 "{} needs a model: {}(model).".format(type(self).__name__, type(self).__name__)
             )
         self._reset()
+        self._block = block = self.block_of_run or _pyro_sequential_chain() or (0, 1, 0)
+        if block[0] == 0:
+            self._run_report = _RunReport()
         warmup_steps = check_integer("warmup_steps", warmup_steps, 0)
         self.energy = energy = DiscreteEnergy(
             self.model,
@@ -245,7 +277,7 @@ class DiscreteKernel(MCMCKernel):
         if self.evaluates_states and energy.batching is None:
             # even one chain's step evaluates many states
             energy.choose_batching(codes)
-        energy.warn_gradient_blind_categoricals(codes[:1])
+        energy.warn_gradient_blind_categoricals(codes[:1], self._run_report.categoricals)
         mode = self.jit_compile
         if mode and not self._traceable(codes):
             mode = False
@@ -312,7 +344,11 @@ class DiscreteKernel(MCMCKernel):
         return stats
 
     def cleanup(self) -> None:
-        self._warn_if_stuck()
+        block, self._block = self._block, None
+        if block is not None:  # (pyro.infer.MCMC calls cleanup twice per chain)
+            self._note_moves(block[2])
+            if block[0] == block[1] - 1:  # the last block of chains of the run
+                self._warn_if_stuck()
         self._initial_params = None
         self._reset()
 
@@ -322,32 +358,64 @@ class DiscreteKernel(MCMCKernel):
         state.update(energy=None, driver=None, _params=None, _draw_stats={})
         return state
 
-    def _warn_if_stuck(self) -> None:
-        """At the end of a run, warn about chains that changed state in almost none of
-        their steps after warmup (see :data:`STUCK_FRACTION`), and about coordinates
-        that never changed in any chain."""
+    def _note_moves(self, first_chain: int) -> None:
+        """Add the moves after warmup of the block of chains just run (chains
+        ``first_chain, ...``) to the run's report: the chains that hardly changed state
+        and the coordinates that never changed, with the evidence that the posterior is
+        sure of them (see :data:`STUCK_EXPECTED_MOVES`)."""
         moves = self.driver.moves if self.driver is not None else None
         if moves is None or moves.moved is None or moves.steps < STUCK_MIN_STEPS:
             return
-        self._warn_unchanged_coordinates(moves)
+        codes = self.driver.state.codes
+        layout = self.energy.layout
+        movable = layout.num_values() > 1
         fraction = moves.moved.double().cpu() / moves.steps
-        stuck = (fraction < STUCK_FRACTION).nonzero().reshape(-1).tolist()
-        if not stuck:
-            return
+        slow = fraction < STUCK_FRACTION
+        unchanged = moves.unchanged & movable
+        probed = unchanged.expand(codes.shape).clone()
+        probed[slow.to(probed.device)] = movable
+        # an exact single-site Gibbs sampler redraws each coordinate steps / D times
+        expected = _leave_probabilities(self.energy, codes, probed).cpu() * (
+            moves.steps / max(int(movable.sum()), 1)
+        )
+        chains = [
+            (first_chain + c, float(fraction[c]))
+            for c in slow.nonzero().reshape(-1).tolist()
+            if float(expected[c].sum()) >= STUCK_EXPECTED_MOVES
+        ]
+        self._run_report.add(codes.cpu(), unchanged.cpu(), expected.sum(0), chains, moves.steps)
+
+    def _warn_if_stuck(self) -> None:
+        """At the end of a run, warn once about the chains that changed state in almost
+        none of their steps after warmup (see :data:`STUCK_FRACTION`), and once about
+        the coordinates that never changed in any chain, where the posterior is not
+        sure of them (see :data:`STUCK_EXPECTED_MOVES`)."""
+        report = self._run_report
+        if report.slow_chains:
+            self._warn_stuck_chains(report)
+        if report.unchanged is not None and len(report.slow_chains) < report.num_chains:
+            # (when every chain got the warning above, it says it all)
+            stuck = report.unchanged & (report.split | (report.expected >= STUCK_EXPECTED_MOVES))
+            if bool(stuck.any()):
+                self._warn_unchanged_coordinates(report, stuck)
+
+    def _warn_stuck_chains(self, report: _RunReport) -> None:
+        stuck = [c for c, _ in report.slow_chains]
         warn(
             "After warmup, {} of {} changed state in fewer than {:.0%} of {} steps "
-            "(lowest: {:.2%}): {} may be stuck, and {} draws would then not represent the "
-            "posterior. A likelihood that is sharply peaked, or initial values far from "
-            "the posterior, can do this. Check the draws (trace plots, n_eff), run more "
-            "warmup, start nearer the posterior (init_to_value), or use another kernel "
-            "(Gibbs{}).".format(
+            "(lowest: {:.2%}) although the posterior is not sure of {} state: {} may be "
+            "stuck, and {} draws would then not represent the posterior. A likelihood "
+            "that is sharply peaked, or initial values far from the posterior, can do "
+            "this. Check the draws (trace plots, n_eff), run more warmup, start nearer "
+            "the posterior (init_to_value), or use another kernel (Gibbs{}).".format(
                 "chains {}".format(", ".join(map(str, stuck)))
                 if len(stuck) > 1
-                else ("chain {}".format(stuck[0]) if fraction.numel() > 1 else "the chain"),
+                else ("chain {}".format(stuck[0]) if report.num_chains > 1 else "the chain"),
                 type(self).__name__,
                 STUCK_FRACTION,
-                moves.steps,
-                float(fraction.min()),
+                report.steps,
+                min(f for _, f in report.slow_chains),
+                "their" if len(stuck) > 1 else "its",
                 "they" if len(stuck) > 1 else "it",
                 "their" if len(stuck) > 1 else "its",
                 self._stuck_advice(),
@@ -355,37 +423,45 @@ class DiscreteKernel(MCMCKernel):
             StuckChainWarning,
         )
 
-    def _warn_unchanged_coordinates(self, moves) -> None:
-        unchanged = moves.unchanged.cpu()
-        if not bool(unchanged.any()) or bool(unchanged.all()):
-            return  # (a chain that never moves gets its own warning)
-        for site, block in zip(self.energy.sites, self.energy.split(unchanged.unsqueeze(0))):
+    def _warn_unchanged_coordinates(self, report: _RunReport, stuck: torch.Tensor) -> None:
+        parts, total, indicators = [], 0, False
+        for site, block in zip(self.energy.sites, self.energy.split(stuck.unsqueeze(0))):
             block = block[0]
             if not bool(block.any()):
                 continue
             index = [tuple(i.tolist()) for i in block.nonzero()]
-            names = ", ".join(
-                "{}{}".format(site.name, list(i) if i else "") for i in index[:10]
-            ) + (", ..." if len(index) > 10 else "")
-            warn(
-                "After warmup, {} of the {} coordinate(s) of site '{}' never changed in "
-                "any of the {} chain(s) of {} in {} steps ({}): either the posterior puts "
-                "almost all its mass on one value of each, or the sampler cannot move "
-                "them, and their n_eff (the number of draws) and r_hat (NaN) then say "
-                "nothing. Compare with a longer run or another kernel; for indicators "
-                "whose effect goes through other latent values (spike-and-slab), "
-                "integrate those out (see the documentation on spike-and-slab "
-                "regression).".format(
-                    len(index),
-                    site.num_coords,
-                    site.name,
-                    moves.first.shape[0],
-                    type(self).__name__,
-                    moves.steps,
-                    names,
-                ),
-                StuckChainWarning,
+            total += len(index)
+            indicators |= site.kind == BINARY
+            labels = ["{}{}".format(site.name, list(i) if i else "") for i in index]
+            parts.append(
+                "'{}'".format(site.name)
+                if site.num_coords == 1
+                else "'{}' ({} of {}: {})".format(
+                    site.name, len(index), site.num_coords, name_list(labels, quote=False)
+                )
             )
+        gating = indicators and bool(self.inputs)  # indicators next to continuous sites
+        warn(
+            "After warmup, {} coordinate(s) never changed in any of the {} chain(s) of {} "
+            "in {} steps, although the posterior is not sure of their values (the chains "
+            "hold different values, or an exact single-site Gibbs sampler would have "
+            "changed each at least {:g} times): {}. The sampler may not be able to move "
+            "them, and their draws, n_eff and r_hat then say nothing. Compare with a "
+            "longer run, from other initial values, or another kernel{}.".format(
+                total,
+                report.num_chains,
+                type(self).__name__,
+                report.steps,
+                STUCK_EXPECTED_MOVES,
+                "; ".join(parts),
+                "; indicators whose effect goes through continuous latent sites "
+                "(spike-and-slab) move only together with them: integrate those out (see "
+                "the documentation on spike-and-slab regression)"
+                if gating
+                else "",
+            ),
+            StuckChainWarning,
+        )
 
     def _stuck_advice(self) -> str:
         """Kernel-specific advice appended to the stuck-chain warning."""
@@ -509,6 +585,104 @@ class DiscreteKernel(MCMCKernel):
         if self.vectorized_chains == 1:
             values = {k: v[0] for k, v in values.items()}
         return {k: v if v.dtype == dtype else v.to(dtype) for k, v in values.items()}
+
+
+class _RunReport:
+    """What the blocks of chains of one run found, for the warnings at its end (one per
+    cause): the ``Categorical`` sites checked, the chains that hardly moved and, over
+    the chains, the coordinates that never changed, whether the chains hold them at
+    different values, and how often an exact single-site Gibbs sampler would have
+    changed them (expected)."""
+
+    def __init__(self) -> None:
+        self.categoricals: set = set()
+        self.slow_chains: List[Tuple[int, float]] = []  # (chain, fraction of steps moved)
+        self.num_chains = 0
+        self.steps = 0
+        self.unchanged: Optional[torch.Tensor] = None  # bool [D]
+        self.split: Optional[torch.Tensor] = None  # bool [D]
+        self.values: Optional[torch.Tensor] = None  # long [D], of the first chain
+        self.expected: Optional[torch.Tensor] = None  # float64 [D]
+
+    def add(
+        self,
+        codes: torch.Tensor,
+        unchanged: torch.Tensor,
+        expected: torch.Tensor,
+        slow_chains: List[Tuple[int, float]],
+        steps: int,
+    ) -> None:
+        """Add a block of chains: final states ``codes [C, D]``, ``unchanged [D]`` in
+        all of them, ``expected [D]`` moves summed over them."""
+        if self.values is None or self.values.shape != codes.shape[1:]:
+            self.values, self.split = codes[0], torch.zeros_like(unchanged)
+            self.unchanged, self.expected = unchanged, torch.zeros_like(expected)
+        self.split = self.split | (codes != self.values).any(0)
+        self.unchanged = self.unchanged & unchanged
+        self.expected = self.expected + expected
+        self.slow_chains += slow_chains
+        self.num_chains += codes.shape[0]
+        self.steps = steps
+
+
+#: the generator of :class:`pyro.infer.MCMC` that runs chains one after the other
+_UNARY_RUN = getattr(getattr(_pyro_mcmc_api, "_UnarySampler", None), "run", None)
+
+
+def _pyro_sequential_chain() -> Optional[Tuple[int, int, int]]:
+    """``(chain, number of chains, chain)`` where the caller runs inside the sequential
+    chains of :class:`pyro.infer.MCMC`, else ``None``."""
+    code = getattr(_UNARY_RUN, "__code__", None)
+    frame = sys._getframe(1)
+    while frame is not None and code is not None:
+        if frame.f_code is code:
+            chain, sampler = frame.f_locals.get("i"), frame.f_locals.get("self")
+            if isinstance(chain, int) and isinstance(getattr(sampler, "num_chains", None), int):
+                return chain, sampler.num_chains, chain
+            return None
+        frame = frame.f_back
+    return None
+
+
+def _leave_probabilities(energy, codes: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """For each chain ``c`` and coordinate ``d`` where ``mask [C, D]`` holds: the
+    conditional probability that coordinate ``d`` takes another value than in
+    ``codes[c]`` given the other coordinates (over the values one move away: the other
+    categories, the neighbouring integers), from the exact log density of those
+    states; 0 elsewhere. At most :data:`STUCK_PROBE_LIMIT` states are evaluated, in
+    the order of the chains and coordinates; coordinates beyond get probability 1.
+
+    :param energy: a :class:`~pyro_gwg.DiscreteEnergy`.
+    :param torch.Tensor codes: long ``[C, D]`` states.
+    :param torch.Tensor mask: bool ``[C, D]``.
+    :returns: float64 ``[C, D]``.
+    """
+    layout = energy.layout.with_radius(1)
+    grad = torch.zeros(codes.shape + (layout.grad_width,), device=codes.device)
+    valid = torch.isfinite(layout.gains(codes, grad)) & mask.unsqueeze(-1)
+    chain, coord, move = valid.nonzero()[:STUCK_PROBE_LIMIT].unbind(-1)
+    delta = torch.full(valid.shape, -math.inf, dtype=torch.float64, device=codes.device)
+    probed = torch.zeros_like(mask)
+    if chain.numel():
+        states = codes[chain]
+        states[torch.arange(chain.numel(), device=codes.device), coord] = layout.move(
+            codes[chain, coord].unsqueeze(0), move.unsqueeze(0), coord.unsqueeze(0)
+        )[0]
+        if energy.batching is None and chain.numel() > STUCK_PROBE_CHUNK // 4:
+            energy.choose_batching(codes)  # rather than one model run per state
+        batched = energy.batching is not None
+        base = energy._unchecked_log_joint(codes, batched).double()
+        log_joint = torch.cat(
+            [
+                energy._unchecked_log_joint(part, batched).double()
+                for part in states.split(STUCK_PROBE_CHUNK)
+            ]
+        )
+        delta[chain, coord, move] = torch.nan_to_num(log_joint - base[chain], nan=-math.inf)
+        probed[chain, coord] = True
+    leave = torch.sigmoid(delta.logsumexp(-1))
+    leave = leave.masked_fill(valid.any(-1) & ~probed, 1.0)
+    return leave.masked_fill(~mask, 0.0)
 
 
 class _GivenValueAndGrad(NamedTuple):
