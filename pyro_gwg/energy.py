@@ -479,14 +479,17 @@ class DiscreteEnergy:
 
     def _latent_signature(self, trace, num_chains: int) -> tuple:
         """The latent sites of a trace (conditioned on their values, or sampled), with
-        the shapes of their distributions (without the chain dimension: the value of a
-        conditioned site is the one given, whatever the distribution's shape)."""
+        the shapes of their distributions (without the chain dimension and enumeration
+        dimensions: the value of a conditioned site is the one given, whatever the
+        distribution's shape)."""
         out = []
         for site in _trace.sample_sites(trace):
             name = site["name"]
             if name in self._value_shapes or not (site["is_observed"] or name in self.enumerated):
                 shape = tuple(site["fn"].batch_shape + site["fn"].event_shape)
-                if num_chains > 1:  # drop the chain dimension and the ones padding it
+                if num_chains > 1 or self.enumerated:
+                    # drop the chain dimension, the enumeration dimensions of the sites
+                    # it depends on (left of the plates) and the ones padding them
                     rank = self._ranks.get(name, len(shape))
                     shape = shape[len(shape) - rank :]
                 out.append((name, shape))

@@ -126,3 +126,34 @@ def _vmap_runs_pyro() -> bool:
 #: required of the torch that CI runs
 VMAP_RUNS_PYRO = _vmap_runs_pyro()
 VMAP_OR_LOOP = "with torch.func.vmap" if VMAP_RUNS_PYRO else "one at a time"
+
+
+# ---------------------------------------------------------------- the enumeration bridge
+def enumerated_above(y):
+    """A switch summed out by enumeration above sampled bits: the bits' distribution
+    broadcasts over the switch's enumeration dimension, their values do not."""
+    z = pyro.sample("z", dist.Bernoulli(0.3), infer={"enumerate": "parallel"})
+    with pyro.plate("p", 3):
+        x = pyro.sample("x", dist.Bernoulli(0.2 + 0.6 * z))
+    pyro.sample("y", dist.Normal(x.sum(-1, keepdim=True) + 2.0 * z, 1.0), obs=y)
+
+
+def enumerated_above_and_below(y):
+    """A switch summed out above sampled bits and a category summed out below them,
+    with probabilities computed from the bits' values."""
+    z = pyro.sample("z", dist.Bernoulli(0.35), infer={"enumerate": "parallel"})
+    with pyro.plate("p", 3):
+        x = pyro.sample("x", dist.Bernoulli(torch.tensor([0.15, 0.3, 0.2]) + 0.6 * z))
+    count = x.sum(-1, keepdim=True)
+    logits = torch.stack([count - 1.0, 1.5 - count, torch.zeros_like(count)], -1)
+    w = pyro.sample("w", dist.Categorical(logits=logits), infer={"enumerate": "parallel"})
+    mean = count + 2.0 * z + torch.tensor([-1.0, 0.5, 1.5])[w]
+    pyro.sample("y", dist.Normal(mean, 1.0), obs=y)
+
+
+#: models whose enumerated sites feed sampled ones or are fed by them (every kernel runs
+#: the second in test_enum.py)
+BRIDGE = {
+    "enumerated_above": (enumerated_above, (torch.tensor(3.2),)),
+    "enumerated_above_and_below": (enumerated_above_and_below, (torch.tensor(2.6),)),
+}
