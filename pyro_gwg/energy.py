@@ -191,9 +191,8 @@ class DiscreteEnergy:
         self._names = [s.name for s in self.sites]
         self._value_shapes = {s.name: tuple(s.value_shape) for s in self.sites}
         self._ranks = {  # of the latent sites' distributions, for _latent_signature
-            name: len(site["fn"].batch_shape + site["fn"].event_shape)
-            for name, site in trace.nodes.items()
-            if name in self._value_shapes
+            site["name"]: len(site["fn"].batch_shape + site["fn"].event_shape)
+            for site in _trace.sample_sites(trace, "latent")
         }
         #: reads of latent values by the model's Python code (see :mod:`pyro_gwg._taint`)
         self.value_reads: List[Read] = []
@@ -243,7 +242,9 @@ class DiscreteEnergy:
                     "remove the mark to let the kernel sample it.".format(name, enumerate_)
                 )
             self._check_value_shape(name, fn, site["value"])
-            self.sites.append(classify_site(name, fn, site["value"]))
+            discrete = classify_site(name, fn, site["value"])
+            if discrete.num_coords:  # a site of no elements has one value, which the
+                self.sites.append(discrete)  # model draws itself: nothing to sample
         if not self.sites:
             raise UnsupportedModelError(
                 "The model has no latent discrete sites to sample: every sample site "

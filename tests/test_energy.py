@@ -7,10 +7,12 @@ import pyro.distributions as dist
 import pytest
 import torch
 from pyro import poutine
+from pyro.infer import MCMC
 from pyro.infer.autoguide.initialization import init_to_value
 from small_models import SUITE, VMAP_OR_LOOP, VMAP_RUNS_PYRO
 
-from pyro_gwg import BatchingWarning, DiscreteEnergy, UnsupportedModelError
+import pyro_gwg
+from pyro_gwg import GWG, BatchingWarning, DiscreteEnergy, UnsupportedModelError
 from pyro_gwg.energy import _TORCH_OOM as OUT_OF_MEMORY
 from pyro_gwg.sites import BINARY, CATEGORICAL, ONE_HOT, ORDINAL
 
@@ -329,6 +331,31 @@ def test_support_that_changes_with_one_element_of_another_site_is_refused():
             "and changes with them \\(\\d+ at the initial state, \\d+ at the state",
         ):
             DiscreteEnergy(_support_from_one_element)
+
+
+def _with_an_empty_site(y):
+    pyro.sample("empty", dist.Bernoulli(0.5).expand([0]).to_event(1))
+    with pyro.plate("bits", 2):
+        x = pyro.sample("x", dist.Bernoulli(0.3))
+    pyro.sample("y", dist.Normal(x.sum(-1, keepdim=True), 1.0), obs=y)
+
+
+def test_a_site_of_no_elements_is_left_to_the_model():
+    # one value (the empty tensor), nothing to sample: the other sites are sampled as if
+    # it were not there, by both runners (Pyro's get_samples cannot reshape empty draws)
+    y = torch.tensor(1.0)
+    energy = DiscreteEnergy(_with_an_empty_site, (y,))
+    assert [s.name for s in energy.sites] == ["x"]
+    codes = torch.tensor([[0, 1], [1, 1]])
+    x = codes.double()
+    expected = dist.Bernoulli(0.3).log_prob(x).sum(-1) + dist.Normal(x.sum(-1), 1.0).log_prob(y)
+    assert torch.allclose(energy.log_joint(codes), expected)
+    for runner in (
+        MCMC(GWG(_with_an_empty_site), num_samples=5, warmup_steps=2, disable_progbar=True),
+        pyro_gwg.MCMC(GWG(_with_an_empty_site), num_samples=5, num_chains=3, disable_progbar=True),
+    ):
+        runner.run(y)
+        assert set(runner.get_samples()) == {"x"}
 
 
 def _branch_item():
