@@ -348,18 +348,86 @@ def _package_key(program, example_inputs: Sequence[torch.Tensor]) -> str:
     return _digest(parts)
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def _write_atomically(path: pathlib.Path, write: Callable[[str], None]) -> None:
     """``write(temporary name)`` then a rename, so that readers in other processes see
-    a whole file or none."""
+    a whole file or none. The file gets the mode a new file gets under the process's
+    umask (a temporary file is made ``0600``), so that a cache shared by a group
+    stays readable by it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, suffix=path.suffix)
     os.close(handle)
     try:
         write(temporary)
+        os.chmod(temporary, 0o666 & ~_umask())
         os.replace(temporary, path)
     finally:
         if os.path.exists(temporary):
             os.remove(temporary)
+
+
+def _checksum_path(package: pathlib.Path) -> pathlib.Path:
+    """Where the SHA-256 of the bytes of ``package`` is kept."""
+    return package.with_name(package.name + ".sha256")
+
+
+def _file_digest(path: pathlib.Path) -> str:
+    sha = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            sha.update(chunk)
+    return sha.hexdigest()
+
+
+def _save_package(path: pathlib.Path, write: Callable[[str], None]) -> None:
+    """``write(temporary name)`` of a package, renamed to ``path``, then the SHA-256 of
+    its bytes beside it (:func:`_checksum_path`), which :func:`_verified` checks before
+    any load."""
+    _write_atomically(path, write)
+    digest = _file_digest(path)
+    _write_atomically(_checksum_path(path), lambda t: pathlib.Path(t).write_text(digest))
+
+
+# damaged packages already reported by a CompilationWarning in this process
+_DAMAGED: Set[str] = set()
+
+
+def _verified(path: pathlib.Path) -> bool:
+    """Whether the package at ``path`` can be loaded: it exists and its bytes hash to
+    the checksum saved with it. A damaged package (a truncated or overwritten file: a
+    damaged shared object inside it can kill the process that loads it) is reported
+    by a :class:`CompilationWarning` naming the file, once per file in a process, and
+    removed with its checksum, so that the next compilation saves it afresh; one
+    without a checksum (saved by an older pyro-gwg, or being saved right now) is not
+    loaded either, and a compilation overwrites it."""
+    if not path.exists():
+        return False
+    try:
+        expected = _checksum_path(path).read_text().strip()
+    except OSError:
+        logger.info("the cached package %s has no checksum: compiling it afresh", path)
+        return False
+    try:
+        if _file_digest(path) == expected:
+            return True
+    except OSError:  # removed meanwhile: as if missing
+        return False
+    if str(path) not in _DAMAGED:
+        _DAMAGED.add(str(path))
+        warn(
+            "The cached package {} is damaged (its bytes do not match the checksum saved "
+            "with it); it is not loaded, and is removed to be compiled afresh.".format(path),
+            CompilationWarning,
+        )
+    for damaged in (path, _checksum_path(path)):
+        with contextlib.suppress(OSError):
+            damaged.unlink()
+    return False
 
 
 #: the background probe of the CPU's vector instructions (see :func:`prewarm_loader`)
@@ -393,31 +461,47 @@ def prewarm_loader() -> None:
 
 
 def _load(path: pathlib.Path, example_inputs: Sequence[torch.Tensor]) -> Callable:
-    """The package at ``path``, loaded (the first load in a process also probes the
-    CPU's vector instructions: a few seconds, unless :func:`prewarm_loader` did) and
-    called once on ``example_inputs``."""
+    """The package at ``path`` (checked by :func:`_verified` first), loaded (the first
+    load in a process also probes the CPU's vector instructions: a few seconds, unless
+    :func:`prewarm_loader` did) and called once on ``example_inputs``.
+
+    :raises RuntimeError: naming the file, when it does not load or run."""
     if _PROBE is not None:
         _PROBE.join()
-    with warnings.catch_warnings():
-        # PyTorch's own deprecation notices from unpickling the package's call spec
-        warnings.simplefilter("ignore", FutureWarning)
-        model = torch._inductor.aoti_load_package(str(path))
-    loader = getattr(model, "loader", None)
-    if loader is None or not hasattr(loader, "boxed_run"):
-        return _on_inputs(model, example_inputs)
+    try:
+        with warnings.catch_warnings():
+            # PyTorch's own deprecation notices from unpickling the package's call spec
+            warnings.simplefilter("ignore", FutureWarning)
+            model = torch._inductor.aoti_load_package(str(path))
+        loader = getattr(model, "loader", None)
+        if loader is None or not hasattr(loader, "boxed_run"):
+            return _on_inputs(model, example_inputs)
 
-    # the model's flat tensors straight to its runner: calling the model itself
-    # re-reads its input and output specs and walks them at every call (about 0.1 ms)
-    def run(*tensors: torch.Tensor):
-        return loader.boxed_run(list(tensors))
+        # the model's flat tensors straight to its runner: calling the model itself
+        # re-reads its input and output specs and walks them at every call (0.1 ms)
+        def run(*tensors: torch.Tensor):
+            return loader.boxed_run(list(tensors))
 
-    return _on_inputs(run, example_inputs)
+        return _on_inputs(run, example_inputs)
+    except Exception as error:
+        raise RuntimeError(
+            "the cached package {} does not load ({}: {})".format(
+                path, type(error).__name__, _first_line(error)
+            )
+        ) from error
+
+
+def _first_line(error: Exception) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else ""
 
 
 def cached_aot(key: Optional[str], example_inputs: Sequence[torch.Tensor]) -> Optional[Callable]:
     """The package that :func:`aot_compile` saved under the :func:`trace_key` ``key``,
-    loaded and called once on ``example_inputs``; ``None`` when there is none (or it
-    does not load: a package of another machine's architecture, say).
+    loaded and called once on ``example_inputs``; ``None`` when there is none, when it
+    is damaged (see :func:`_verified`) or when it does not load (a package of another
+    machine's architecture, say: reported by a :class:`CompilationWarning` naming the
+    file).
 
     :rtype: callable or None
     """
@@ -426,10 +510,15 @@ def cached_aot(key: Optional[str], example_inputs: Sequence[torch.Tensor]) -> Op
     alias = cache_dir() / "aliases" / key
     try:
         path = cache_dir() / alias.read_text().strip()
+    except OSError:  # never compiled here
+        return None
+    if not _verified(path):
+        return None
+    try:
         with _keeping_rng(example_inputs):
             return _load(path, example_inputs)
-    except Exception as error:  # a missing, partial or foreign package: compile afresh
-        logger.debug("no usable cached package for %s (%s)", key, error)
+    except Exception as error:  # a foreign package: the caller compiles afresh
+        _report("aot", error, ("the function compiled so far",))
         return None
 
 
@@ -478,7 +567,7 @@ def aot_compile(
     program = _export(fn, example_inputs)
     name = _package_key(program, example_inputs) + ".pt2"
     path = cache_dir() / name
-    if not path.exists():
+    if not _verified(path):
         start = time.perf_counter()
         from torch._inductor import config as inductor_config
 
@@ -487,7 +576,7 @@ def aot_compile(
         # gives the same draws for a seed whichever compiler ran which steps
         with warnings.catch_warnings(), inductor_config.patch(fallback_random=True):
             warnings.simplefilter("ignore", FutureWarning)  # PyTorch's own notices
-            _write_atomically(
+            _save_package(
                 path,
                 lambda temporary: torch._inductor.aoti_compile_and_package(
                     program, package_path=temporary
@@ -740,7 +829,7 @@ def _report(name: str, error: Exception, following: Tuple[str, ...]) -> None:
     text = str(error).strip()
     then = "using {} instead".format(following[0]) if following else "running it eagerly"
     message = "Compiling the transition with {} failed ({}: {}); {}.".format(
-        name, type(error).__name__, text.splitlines()[0] if text else "", then
+        name, type(error).__name__, _first_line(error), then
     )
     key = (name, type(error).__name__)
     if any(fragment in text for fragment in KNOWN_LIMITS[name]) or key in _WARNED:

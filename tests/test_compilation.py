@@ -2,6 +2,9 @@
 bookkeeping of multi-step calls."""
 
 import logging
+import os
+import re
+import stat
 import time
 import warnings
 
@@ -462,7 +465,10 @@ def test_aot_packages_are_cached_on_disk_and_damaged_ones_are_compiled_afresh(
             for a, b in zip(got, _transition(x)):
                 assert torch.allclose(a.float(), b.float())
     package.write_bytes(b"not a package")
-    assert compilation.cached_aot(key, (x,)) is None
+    with pytest.warns(
+        CompilationWarning, match="cached package .*{}.* is damaged".format(re.escape(package.name))
+    ):
+        assert compilation.cached_aot(key, (x,)) is None
 
 
 def test_the_old_size_threshold_is_a_deprecated_name():
@@ -636,3 +642,118 @@ def test_pyro_module_parameters_are_not_compiled_in():
     with pytest.warns(CompilationWarning, match="pyro.module"):
         kernel.setup(0)
     assert kernel.energy.compilable == ()
+
+
+# ---------------------------------------------------------------- the disk cache's packages
+
+
+def _fake_package(path):
+    """A zip like an AOTInductor package: a stored (uncompressed) shared object."""
+    import zipfile
+
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as archive:
+        archive.writestr("model/data/aotinductor/model.so", bytes(range(256)) * 64)
+
+
+def _damage(kind, package):
+    data = bytearray(package.read_bytes())
+    if kind == "inside the zip":  # one byte of the shared object: the zip stays readable
+        start = data.index(bytes(range(256)))
+        data[start + 1000] ^= 0xFF
+    elif kind == "truncated":
+        data = data[: len(data) // 2]
+    else:
+        data = bytearray(b"garbage" * 100)
+    package.write_bytes(bytes(data))
+
+
+class _FakeAot:
+    """aot_compile's exporter, compiler and loader replaced: counts compilations and
+    loads, and saves fake packages."""
+
+    def __init__(self, monkeypatch):
+        self.compiled, self.loaded = [], []
+        monkeypatch.setattr(compilation, "_export", lambda fn, inputs: "program")
+        monkeypatch.setattr(compilation, "_package_key", lambda program, inputs: "key")
+        monkeypatch.setattr(
+            torch._inductor, "aoti_compile_and_package", self.compile, raising=False
+        )
+        monkeypatch.setattr(compilation, "_load", self.load)
+
+    def compile(self, program, package_path):
+        self.compiled.append(package_path)
+        _fake_package(package_path)
+
+    def load(self, path, example_inputs):
+        self.loaded.append(path)
+        return "loaded"
+
+
+@pytest.mark.parametrize("kind", ["inside the zip", "truncated", "garbage"])
+def test_a_damaged_package_is_never_loaded_and_is_compiled_afresh(kind, monkeypatch, tmp_path):
+    monkeypatch.setenv(compilation.CACHE_ENV, str(tmp_path))
+    monkeypatch.setattr(compilation, "_DAMAGED", set())
+    fake = _FakeAot(monkeypatch)
+    x = (torch.zeros(2),)
+    assert compilation.aot_compile(None, x, alias="trace-key") == "loaded"
+    package = compilation.cache_dir() / "key.pt2"
+    assert len(fake.compiled) == 1 and fake.loaded == [package]
+    assert compilation.cached_aot("trace-key", x) == "loaded"  # whole: loaded
+    assert compilation.aot_compile(None, x) == "loaded" and len(fake.compiled) == 1
+    _damage(kind, package)
+    with pytest.warns(CompilationWarning, match=re.escape(str(package)) + " is damaged"):
+        assert compilation.cached_aot("trace-key", x) is None  # not loaded
+    assert len(fake.loaded) == 3 and not package.exists()  # removed
+    compilation.aot_compile(None, x)  # compiled afresh, saved over the damaged one
+    assert len(fake.compiled) == 2 and fake.loaded[-1] == package
+    assert compilation.cached_aot("trace-key", x) == "loaded"
+    _damage(kind, package)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CompilationWarning)  # one warning per file
+        assert compilation.aot_compile(None, x) == "loaded"  # found damaged: recompiled
+    assert len(fake.compiled) == 3 and len(fake.loaded) == 6
+
+
+def test_a_package_without_its_checksum_is_compiled_afresh(monkeypatch, tmp_path):
+    # a package saved by an older pyro-gwg, or whose checksum is not written yet
+    monkeypatch.setenv(compilation.CACHE_ENV, str(tmp_path))
+    fake = _FakeAot(monkeypatch)
+    x = (torch.zeros(2),)
+    compilation.aot_compile(None, x, alias="trace-key")
+    compilation._checksum_path(compilation.cache_dir() / "key.pt2").unlink()
+    assert compilation.cached_aot("trace-key", x) is None
+    compilation.aot_compile(None, x)
+    assert len(fake.compiled) == 2 and len(fake.loaded) == 2
+
+
+def test_a_package_that_does_not_load_is_reported_with_its_file(monkeypatch, tmp_path):
+    monkeypatch.setenv(compilation.CACHE_ENV, str(tmp_path))
+    _FakeAot(monkeypatch)
+    x = (torch.zeros(2),)
+    compilation.aot_compile(None, x, alias="trace-key")
+    monkeypatch.undo()  # the real loader, on a fake package
+    monkeypatch.setenv(compilation.CACHE_ENV, str(tmp_path))
+    if not compilation.aot_available():
+        pytest.skip("no AOTInductor packages in this PyTorch")
+    package = compilation.cache_dir() / "key.pt2"
+    with pytest.warns(
+        CompilationWarning,
+        match=r"the cached package {} does not load".format(re.escape(str(package))),
+    ):
+        assert compilation.cached_aot("trace-key", x) is None
+
+
+@pytest.mark.parametrize("umask", [0o002, 0o077])
+def test_cache_files_follow_the_umask(umask, monkeypatch, tmp_path):
+    monkeypatch.setenv(compilation.CACHE_ENV, str(tmp_path))
+    _FakeAot(monkeypatch)
+    previous = os.umask(umask)
+    try:
+        compilation.aot_compile(None, (torch.zeros(2),), alias="trace-key", ops=3)
+    finally:
+        os.umask(previous)
+    folder = compilation.cache_dir()
+    files = [folder / "key.pt2", folder / "key.pt2.sha256", folder / "aliases" / "trace-key"]
+    files.append(folder / "compile_times.json")
+    for path in files:
+        assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~umask, path
