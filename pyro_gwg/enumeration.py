@@ -332,6 +332,7 @@ def exact_posterior(
         >>> round(float(post.flat_marginals()[0, 1]), 3)
         0.414
     """
+    chunk_size = check_integer("chunk_size", chunk_size, 1, "states per evaluation")
     energy = DiscreteEnergy(model, args, kwargs, max_plate_nesting=max_plate_nesting)
     for name, (low, high) in (bounds or {}).items():
         site = next((s for s in energy.sites if s.name == name), None)

@@ -215,6 +215,19 @@ def test_too_many_states_is_refused():
         exact_posterior(model)
 
 
+@pytest.mark.parametrize(
+    "chunk_size, error, message",
+    [
+        (0, ValueError, "chunk_size must be a positive integer.*got 0"),
+        (-4, ValueError, "chunk_size must be a positive integer.*got -4"),
+        (2.5, TypeError, "chunk_size must be an integer.*got 2.5"),
+    ],
+)
+def test_chunk_size_is_checked_before_enumerating(chunk_size, error, message):
+    with pytest.raises(error, match=message):
+        exact_posterior(independent_bits, Y, chunk_size=chunk_size)
+
+
 def test_unbounded_sites_need_a_window():
     model, args = SUITE["binomial_ordinal"]
     with pytest.raises(UnsupportedModelError, match="'n'.*unbounded.*bounds="):
