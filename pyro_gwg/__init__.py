@@ -10,7 +10,7 @@ from pyro_gwg import _deprecated, diagnostics, enumeration, kernels, models, pro
 from pyro_gwg.compilation import CompilationWarning
 from pyro_gwg.energy import BatchingWarning, DiscreteEnergy
 from pyro_gwg.enumeration import exact_posterior
-from pyro_gwg.inference_data import to_inference_data
+from pyro_gwg.inference_data import to_inference_data, typed_samples
 from pyro_gwg.kernels import REGISTRY, DiscreteKernel
 from pyro_gwg.kernels.base import StuckChainWarning
 from pyro_gwg.kernels.mixed import MixedGibbs
@@ -39,6 +39,7 @@ __all__ = [
     "models",
     "proposals",
     "to_inference_data",
+    "typed_samples",
 ]
 
 _deprecated.install_finder()

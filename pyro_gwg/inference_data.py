@@ -1,4 +1,9 @@
-r"""Conversion of an MCMC run to ArviZ ``InferenceData``.
+r"""Conversion of an MCMC run to ArviZ ``InferenceData``, and its draws in the model's
+own types.
+
+:func:`typed_samples` returns the draws of :class:`pyro.infer.MCMC` or
+:class:`pyro_gwg.MCMC` with each site's own dtype (``Categorical`` indices as
+``torch.long``), as :class:`pyro.infer.Predictive` needs them.
 
 :func:`to_inference_data` reads a finished run of :class:`pyro.infer.MCMC` or of any
 runner with the same interface (``kernel`` with a ``model``, ``_args``, ``_kwargs``,
@@ -12,7 +17,9 @@ runner with the same interface (``kernel`` with a ``model``, ``_args``, ``_kwarg
   ``accepted``, ``lp``, ``n_changed``, ``step_size``, evaluation counts, ...) and
   ``diverging``;
 * ``observed_data`` and ``log_likelihood``: the observed sites, and their pointwise
-  log-likelihood at every posterior draw, with enumerated sites summed out.
+  log-likelihood at every posterior draw, with enumerated sites summed out;
+* ``posterior_predictive``, ``prior`` and ``prior_predictive``: draws given as
+  :func:`arviz.from_pyro` takes them (e.g. from :class:`pyro.infer.Predictive`).
 
 Chains are ordered by their index, whatever their number.
 """
@@ -35,7 +42,7 @@ from pyro_gwg import _trace
 from pyro_gwg.mcmc import MCMC as _BatchedMCMC
 from pyro_gwg.mcmc import smallest_int_dtype
 
-__all__ = ["to_inference_data"]
+__all__ = ["to_inference_data", "typed_samples"]
 
 _DRAW_PLATE = "_pyro_gwg_draws"
 _SAMPLE_DIMS = ("chain", "draw")
@@ -55,6 +62,8 @@ _ELEMENTS_PER_RUN = 2**22
 def to_inference_data(
     mcmc,
     *,
+    posterior_predictive: Optional[Mapping[str, torch.Tensor]] = None,
+    prior: Optional[Mapping[str, torch.Tensor]] = None,
     coords: Optional[Mapping[str, Sequence]] = None,
     dims: Optional[Mapping[str, Sequence[str]]] = None,
     log_likelihood: bool = True,
@@ -111,17 +120,38 @@ def to_inference_data(
     the posterior marginals of the enumerated sites taken as gradients of the
     contracted log joint, in double precision.
 
+    **posterior_predictive, prior, prior_predictive.** Draws computed after the run,
+    given as :func:`arviz.from_pyro` takes them: dicts of tensors such as
+    :class:`pyro.infer.Predictive` returns. A ``posterior_predictive`` value shaped
+    ``[num_chains * num_draws, ...]`` (``Predictive`` given
+    ``typed_samples(mcmc)``, the draws of chain 0 first) is split into
+    ``(chain, draw, ...)``, one already shaped ``[num_chains, num_draws, ...]`` is
+    kept, any other is one chain (with a warning that names it). The ``prior`` draws
+    ``[num_prior_draws, ...]`` (``Predictive(model, num_samples=...)``) get one chain:
+    the latent sites (sampled by the run or enumerated) go to the ``prior`` group
+    (discrete sites as integers, as in ``posterior``), the others (the simulated
+    observations) to ``prior_predictive``. Dimensions are named after the plates, as elsewhere.
+
     Example::
 
         mcmc = pyro.infer.MCMC(GWG(model), num_samples=1000, num_chains=4)
         mcmc.run(data)
-        idata = pyro_gwg.to_inference_data(mcmc, coords={"points": names})
+        predictive = Predictive(model, posterior_samples=pyro_gwg.typed_samples(mcmc))
+        prior = Predictive(model, num_samples=500)(None)
+        idata = pyro_gwg.to_inference_data(
+            mcmc, posterior_predictive=predictive(None), prior=prior,
+            coords={"points": names},
+        )
         arviz.summary(idata)
         arviz.loo(idata)
 
     :param ~pyro.infer.mcmc.api.MCMC mcmc: a finished run: :class:`pyro.infer.MCMC`,
         :class:`pyro_gwg.MCMC` or another runner with their interface (a run
         interrupted by Ctrl-C gives its partial draws, with a warning).
+    :param dict posterior_predictive: ``{name: tensor}`` of posterior predictive
+        draws, ``[num_chains * num_draws, ...]`` or ``[num_chains, num_draws, ...]``.
+    :param dict prior: ``{name: tensor}`` of prior (and prior predictive) draws
+        ``[num_prior_draws, ...]``.
     :param dict coords: coordinate values by dimension name (each a one-dimensional
         sequence with one value per index of the dimension); dimensions without them
         get ``0, 1, ...``.
@@ -158,6 +188,18 @@ def to_inference_data(
     groups = OrderedDict()  # group: (arrays, dims, has chain and draw dims)
     posterior, posterior_dims = _posterior(samples, view)
     groups["posterior"] = (posterior, _override(posterior_dims, dims, posterior), True)
+    if posterior_predictive is not None:
+        draws = _predictive(posterior_predictive, "posterior_predictive", num_chains, num_draws)
+        groups["posterior_predictive"] = _drawn_group(draws, view, dims)
+    if prior is not None:
+        draws = _predictive(prior, "prior", 1, None)
+        latent = set(samples) | (set(view.latent) | set(view.enumerated) if view else set())
+        in_prior = OrderedDict((n, v) for n, v in draws.items() if n in latent)
+        arrays, prior_dims = _posterior(in_prior, view)
+        groups["prior"] = (arrays, _override(prior_dims, dims, arrays), True)
+        others = OrderedDict((n, v) for n, v in draws.items() if n not in latent)
+        if others:
+            groups["prior_predictive"] = _drawn_group(others, view, dims)
     stats = _sample_stats(per_chain, num_chains, num_draws)
     groups["sample_stats"] = (stats, _override({}, dims, stats), True)
     if view is not None and view.observed:
@@ -205,26 +247,84 @@ def to_inference_data(
     return arviz.InferenceData(**datasets)
 
 
+def typed_samples(
+    mcmc, num_samples: Optional[int] = None, group_by_chain: bool = False
+) -> Dict[str, torch.Tensor]:
+    """The draws of an MCMC run with each site's own dtype, as the model's distributions
+    sample them: ``Categorical`` indices (and other integer-valued sites) as
+    ``torch.long``, ``Bernoulli``, ``Binomial``, ``OneHotCategorical``... values as
+    floats, continuous sites as floats.
+
+    :class:`pyro.infer.MCMC` stores the draws of all sites in one floating-point
+    tensor, so its ``get_samples()`` returns ``Categorical`` indices as floats, which
+    a model that indexes with them (``locs[z]``) refuses, e.g. in
+    :class:`pyro.infer.Predictive`. This converts them: the dtype of each site is read
+    from one run of the model on the run's arguments (integer draws are rounded
+    first). It works for :class:`pyro_gwg.MCMC` too (whose ``get_samples()`` already
+    returns ``Categorical`` sites as ``long``). Sites the model does not have, and
+    every site of a kernel without a model, keep the runner's dtype.
+
+    Example::
+
+        mcmc = pyro.infer.MCMC(GWG(model), num_samples=500, num_chains=4)
+        mcmc.run(data)
+        predictive = Predictive(model, posterior_samples=pyro_gwg.typed_samples(mcmc))
+        simulated = predictive(None)
+
+    :param mcmc: a finished run: :class:`pyro.infer.MCMC`, :class:`pyro_gwg.MCMC` or
+        another runner with their interface.
+    :param int num_samples: as in ``get_samples``: this many draws picked at random.
+    :param bool group_by_chain: as in ``get_samples``: keep the chain dimension.
+    :returns: ``{site: tensor}`` shaped as ``mcmc.get_samples`` shapes them.
+    :rtype: dict
+    :raises RuntimeError: for a run that has not run (or whose last run raised).
+    :raises TypeError: for an object that is not an MCMC run.
+    """
+    _check_run(mcmc, "typed_samples")
+    samples = mcmc.get_samples(num_samples=num_samples, group_by_chain=group_by_chain)
+    model = getattr(getattr(mcmc, "kernel", None), "model", None)
+    if model is None:
+        return dict(samples)
+    args, kwargs = _trace.run_arguments(mcmc)
+    with torch.no_grad(), torch.random.fork_rng(devices=[]):  # the caller's random state
+        trace = _trace.trace_model(model, args, kwargs)
+    dtypes = {site["name"]: site["value"].dtype for site in _trace.sample_sites(trace)}
+    return {
+        name: _as_dtype(value, dtypes[name]) if name in dtypes else value
+        for name, value in samples.items()
+    }
+
+
+def _check_run(mcmc, caller: str) -> None:
+    """A clear error for ``mcmc`` that is no MCMC run, or a Pyro run without draws."""
+    if not callable(getattr(mcmc, "get_samples", None)) or not callable(
+        getattr(mcmc, "diagnostics", None)
+    ):
+        raise TypeError(
+            "{} needs an MCMC run: pyro.infer.MCMC, pyro_gwg.MCMC or an "
+            "object with get_samples(group_by_chain=True) and diagnostics(); got "
+            "{}.".format(caller, type(mcmc).__name__)
+        )
+    if isinstance(mcmc, _PyroMCMC) and not _trace.run_has_samples(mcmc):
+        message = "The pyro.infer.MCMC object has no samples: call mcmc.run(...) before {}(mcmc)."
+        raise RuntimeError(message.format(caller))
+
+
+def _as_dtype(value: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Draws ``value`` as ``dtype`` (floats rounded first where ``dtype`` is integer)."""
+    if not dtype.is_floating_point and value.is_floating_point():
+        value = value.round()
+    return value.to(dtype)
+
+
 def _read_run(mcmc) -> Tuple[Dict[str, torch.Tensor], Mapping]:
     """The draws ``{site: [C, T, ...]}`` and the per-chain statistics ``{stat:
     {"chain i": value}}`` of a finished run; a clear error for anything else."""
     if isinstance(mcmc, _BatchedMCMC):
         # integers straight from the stored codes; no site diagnostics are needed
         return OrderedDict(mcmc._integer_samples()), mcmc._chain_statistics()
-    if not callable(getattr(mcmc, "get_samples", None)) or not callable(
-        getattr(mcmc, "diagnostics", None)
-    ):
-        raise TypeError(
-            "to_inference_data needs an MCMC run: pyro.infer.MCMC, pyro_gwg.MCMC or an "
-            "object with get_samples(group_by_chain=True) and diagnostics(); got "
-            "{}.".format(type(mcmc).__name__)
-        )
+    _check_run(mcmc, "to_inference_data")
     pyro_run = isinstance(mcmc, _PyroMCMC)
-    if pyro_run and not _trace.run_has_samples(mcmc):
-        raise RuntimeError(
-            "The pyro.infer.MCMC object has no samples: call mcmc.run(...) before "
-            "to_inference_data(mcmc)."
-        )
     samples = mcmc.get_samples(group_by_chain=True)
     if not isinstance(samples, Mapping):
         raise TypeError(
@@ -421,14 +521,10 @@ class _ModelView:
     def _typed(self, values: Mapping[str, torch.Tensor], index) -> Dict[str, torch.Tensor]:
         """The draws ``index`` of ``values``, in the types of the model's values (the
         draws are converted a run at a time, never all at once)."""
-        out = {}
-        for name, value in values.items():
-            value = value[index]
-            dtype = self.latent[name]["value"].dtype
-            if not dtype.is_floating_point and value.is_floating_point():
-                value = value.round()
-            out[name] = value.to(dtype)
-        return out
+        return {
+            name: _as_dtype(value[index], self.latent[name]["value"].dtype)
+            for name, value in values.items()
+        }
 
     def _broadcasts(self, values: Dict[str, torch.Tensor], num_draws: int) -> bool:
         """Whether the model run batched over two distinct draws gives what it gives
@@ -545,6 +641,64 @@ def _posterior(samples: Mapping[str, torch.Tensor], view: Optional[_ModelView]):
         if view is not None:
             var_dims[name] = view.dims(name, value.shape[2:])
     return arrays, var_dims
+
+
+def _predictive(
+    draws, group: str, num_chains: int, num_draws: Optional[int]
+) -> Dict[str, torch.Tensor]:
+    """The draws ``{name: tensor}`` of a group given as :func:`arviz.from_pyro` takes
+    them, shaped ``(chain, draw, ...)``: ``[num_chains, num_draws, ...]`` kept,
+    ``[num_chains * num_draws, ...]`` split by chain, anything else one chain (with a
+    warning when ``num_draws`` is given, that is for posterior draws)."""
+    if not isinstance(draws, Mapping):
+        raise TypeError(
+            "{} must be a dict {{name: tensor of draws}} (as pyro.infer.Predictive returns), "
+            "got {}.".format(group, type(draws).__name__)
+        )
+    out, unmatched = OrderedDict(), []
+    for name, value in draws.items():
+        if not isinstance(value, (torch.Tensor, np.ndarray)) or value.ndim < 1:
+            raise TypeError(
+                "{}[{!r}] must be a tensor of draws with a leading draw dimension, got "
+                "{!r}.".format(group, name, value)
+            )
+        value = torch.as_tensor(value).detach().cpu()
+        shape = tuple(value.shape)
+        if num_draws is not None and shape[:2] == (num_chains, num_draws):
+            out[name] = value
+        elif num_draws is not None and shape[0] == num_chains * num_draws:
+            out[name] = value.reshape((num_chains, num_draws) + shape[1:])
+        else:
+            if num_draws is not None:
+                unmatched.append("{!r} {}".format(name, list(shape)))
+            out[name] = value.unsqueeze(0)
+    if unmatched:
+        warnings.warn(
+            "{} {} not shaped [num_chains * num_draws, ...] = [{}, ...] or [num_chains, "
+            "num_draws, ...] = [{}, {}, ...]: each is stored as one chain of all its "
+            "draws. Pass draws computed from all of the run's samples (e.g. "
+            "Predictive(model, posterior_samples=typed_samples(mcmc))) to keep the "
+            "chains.".format(
+                group,
+                ", ".join(unmatched),
+                num_chains * num_draws,
+                num_chains,
+                num_draws,
+            ),
+            UserWarning,
+            stacklevel=3,
+        )
+    return out
+
+
+def _drawn_group(draws: Mapping[str, torch.Tensor], view: Optional[_ModelView], dims):
+    """``(arrays, dims, True)`` of a group of drawn values ``(chain, draw, ...)``,
+    dimensions named after the plates of the sites they are draws of."""
+    arrays = OrderedDict((name, _numpy(value)) for name, value in draws.items())
+    own = {}
+    if view is not None:
+        own = {name: view.dims(name, array.shape[2:]) for name, array in arrays.items()}
+    return arrays, _override(own, dims, arrays), True
 
 
 def _as_integers(value: torch.Tensor) -> torch.Tensor:

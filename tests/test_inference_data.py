@@ -435,6 +435,104 @@ def test_pyro_gwg_mcmc_with_twelve_vectorized_thinned_chains():
     az.loo(idata)
 
 
+# ---------------------------------------------------------------- typed draws, predictive
+
+_MEANS = torch.tensor([-2.0, 0.0, 2.0])
+
+
+def _indexing_model(y=None):
+    # a Categorical used as an index, a Bernoulli and a Binomial beside it
+    with pyro.plate("points", 4):
+        z = pyro.sample("z", dist.Categorical(torch.ones(3) / 3))
+        b = pyro.sample("b", dist.Bernoulli(0.5))
+        n = pyro.sample("n", dist.Binomial(2, 0.5))
+        return pyro.sample("y", dist.Normal(_MEANS[z] + b + n, 1.0), obs=y)
+
+
+_Y = torch.tensor([-2.0, 0.5, 2.5, 1.0])
+
+
+@pytest.mark.parametrize("runner", ["pyro", "pyro_gwg"])
+def test_typed_samples_give_each_site_its_dtype_and_predictive_takes_them(runner):
+    from pyro.infer import Predictive
+
+    if runner == "pyro":
+        mcmc = run(_indexing_model, _Y, num_samples=20)
+        assert mcmc.get_samples()["z"].is_floating_point()  # Pyro's runner: floats
+        with pytest.raises(IndexError):
+            Predictive(_indexing_model, posterior_samples=mcmc.get_samples())(None)
+    else:
+        pyro.set_rng_seed(0)
+        mcmc = pyro_gwg.MCMC(GWG(_indexing_model), 20, 5, num_chains=2, disable_progbar=True)
+        mcmc.run(_Y)
+    samples = pyro_gwg.typed_samples(mcmc)
+    assert samples["z"].dtype == torch.long and samples["z"].shape == (40, 4)
+    assert samples["b"].dtype == samples["n"].dtype == torch.get_default_dtype()
+    assert torch.equal(samples["z"].double(), mcmc.get_samples()["z"].double())
+    simulated = Predictive(_indexing_model, posterior_samples=samples)(None)
+    assert simulated["y"].shape == (40, 4)
+    grouped = pyro_gwg.typed_samples(mcmc, group_by_chain=True)
+    assert grouped["z"].dtype == torch.long and grouped["z"].shape == (2, 20, 4)
+    assert pyro_gwg.typed_samples(mcmc, num_samples=7)["z"].shape == (7, 4)
+
+
+def test_typed_samples_refuse_what_is_not_a_finished_run():
+    with pytest.raises(TypeError, match="typed_samples needs an MCMC run"):
+        pyro_gwg.typed_samples({"z": torch.zeros(3)})
+    mcmc = MCMC(GWG(_indexing_model), num_samples=5)
+    with pytest.raises(RuntimeError, match=r"call mcmc.run\(...\) before typed_samples"):
+        pyro_gwg.typed_samples(mcmc)
+
+
+def test_posterior_predictive_and_prior_groups_as_from_pyro_takes_them():
+    from pyro.infer import Predictive
+
+    mcmc = run(_indexing_model, _Y, num_samples=20)
+    pyro.set_rng_seed(1)
+    predicted = Predictive(_indexing_model, posterior_samples=pyro_gwg.typed_samples(mcmc))(None)
+    prior = Predictive(_indexing_model, num_samples=50)(None)
+    idata = to_inference_data(
+        mcmc,
+        posterior_predictive=predicted,
+        prior=prior,
+        coords={"points": list("abcd")},
+    )
+    assert {"posterior_predictive", "prior", "prior_predictive"} <= set(idata.groups())
+    # posterior_predictive: [num_chains * num_draws, ...] split by chain, chain 0 first
+    y = idata.posterior_predictive["y"]
+    assert y.dims == ("chain", "draw", "points") and y.shape == (2, 20, 4)
+    np.testing.assert_array_equal(y.values[1, 0], predicted["y"][20].numpy())
+    assert list(y["points"].values) == list("abcd")
+    # prior: one chain; latent sites in prior (discrete ones as integers), the
+    # simulated observations in prior_predictive
+    assert set(idata.prior.data_vars) == {"z", "b", "n"}
+    assert idata.prior["z"].shape == (1, 50, 4) and idata.prior["z"].dtype == np.int8
+    assert idata.prior["z"].dims == ("chain", "draw", "points")
+    np.testing.assert_array_equal(idata.prior["z"].values[0], prior["z"].numpy())
+    assert set(idata.prior_predictive.data_vars) == {"y"}
+    assert idata.prior_predictive["y"].shape == (1, 50, 4)
+    # already [num_chains, num_draws, ...]: kept
+    grouped = {"y": predicted["y"].reshape(2, 20, 4)}
+    kept = to_inference_data(mcmc, posterior_predictive=grouped, log_likelihood=False)
+    np.testing.assert_array_equal(kept.posterior_predictive["y"].values, grouped["y"].numpy())
+    az.summary(idata, group="posterior_predictive")
+
+
+def test_posterior_predictive_of_other_draws_is_one_chain_with_a_warning():
+    from pyro.infer import Predictive
+
+    mcmc = run(_indexing_model, _Y, num_samples=20)
+    subset = pyro_gwg.typed_samples(mcmc, num_samples=7)
+    predicted = Predictive(_indexing_model, posterior_samples=subset)(None)
+    with pytest.warns(UserWarning, match="posterior_predictive 'y' \\[7, 4\\] not shaped"):
+        idata = to_inference_data(mcmc, posterior_predictive=predicted, log_likelihood=False)
+    assert idata.posterior_predictive["y"].shape == (1, 7, 4)
+    with pytest.raises(TypeError, match="posterior_predictive must be a dict"):
+        to_inference_data(mcmc, posterior_predictive=[predicted["y"]])
+    with pytest.raises(TypeError, match="prior\\['y'\\] must be a tensor of draws"):
+        to_inference_data(mcmc, prior={"y": 1.0})
+
+
 def test_arviz_1x_gets_a_datatree(monkeypatch):
     model, args = SUITE["nested_plates"]
     mcmc = run(model, *args, num_samples=10)
