@@ -52,6 +52,7 @@ import pyro.poutine as poutine
 import torch
 import torch.nn.functional as F
 from pyro.infer.autoguide.initialization import init_to_sample
+from torch.distributions import Categorical
 
 from pyro_gwg import _trace
 from pyro_gwg._taint import Read, sources_of, trace_reads
@@ -482,7 +483,7 @@ class DiscreteEnergy:
         """The latent sites of a trace (conditioned on their values, or sampled), with
         the shapes of their distributions (without the chain dimension and enumeration
         dimensions: the value of a conditioned site is the one given, whatever the
-        distribution's shape)."""
+        distribution's shape) and the number of categories of a ``Categorical``."""
         out = []
         for site in _trace.sample_sites(trace):
             name = site["name"]
@@ -493,7 +494,9 @@ class DiscreteEnergy:
                     # it depends on (left of the plates) and the ones padding them
                     rank = self._ranks.get(name, len(shape))
                     shape = shape[len(shape) - rank :]
-                out.append((name, shape))
+                base = unwrap_distribution(site["fn"])
+                categories = base.param_shape[-1] if isinstance(base, Categorical) else None
+                out.append((name, (shape, categories)))
         return tuple(sorted(out))
 
     def _structure_error(self, signature: tuple, values, num_chains: int) -> None:
@@ -509,8 +512,19 @@ class DiscreteEnergy:
         if reshaped:
             parts.append(
                 "site(s) {} change shape".format(
-                    ", ".join("'{}' {} -> {}".format(n, expected[n], found[n]) for n in reshaped)
+                    ", ".join(
+                        "'{}' {} -> {}".format(
+                            n, _describe_shape(expected[n]), _describe_shape(found[n])
+                        )
+                        for n in reshaped
+                    )
                 )
+            )
+        if any(expected[n][1] != found[n][1] for n in reshaped):
+            parts[-1] += (
+                " (a Categorical site must keep its number of categories: give it the "
+                "largest number, with logits -inf for the categories impossible at a "
+                "state, e.g. torch.where(torch.arange(K_max) < k + 2, 0.0, -inf))"
             )
         state = _describe_values(values) if num_chains == 1 else "a batch of states"
         reads = "; ".join(r.describe() for r in self.value_reads)
@@ -1372,6 +1386,12 @@ def _describe_bound(bound: torch.Tensor) -> str:
         return "{:g}".format(float(bound.reshape(-1)[0]))
     text = str(bound.tolist())
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _describe_shape(entry: tuple) -> str:
+    """``(3,)``, or ``() with 2 categories``: an entry of the latent signature."""
+    shape, categories = entry
+    return str(shape) if categories is None else "{} with {} categories".format(shape, categories)
 
 
 def _first_line(error: BaseException) -> str:

@@ -12,7 +12,7 @@ from pyro.infer.autoguide.initialization import init_to_value
 from small_models import SUITE, VMAP_OR_LOOP, VMAP_RUNS_PYRO
 
 import pyro_gwg
-from pyro_gwg import GWG, BatchingWarning, DiscreteEnergy, UnsupportedModelError
+from pyro_gwg import GWG, BatchingWarning, DiscreteEnergy, UnsupportedModelError, exact_posterior
 from pyro_gwg.energy import _TORCH_OOM as OUT_OF_MEMORY
 from pyro_gwg.sites import BINARY, CATEGORICAL, ONE_HOT, ORDINAL
 
@@ -356,6 +356,21 @@ def test_a_site_of_no_elements_is_left_to_the_model():
     ):
         runner.run(y)
         assert set(runner.get_samples()) == {"x"}
+
+
+def _categories_from_latent():
+    k = pyro.sample("k", dist.Categorical(torch.ones(2)))
+    pyro.sample("c", dist.Categorical(logits=torch.zeros(int(k) + 2)))
+
+
+def test_categorical_whose_number_of_categories_changes_is_refused():
+    match = "'c' \\(\\) with \\d categories -> \\(\\) with \\d categories.*keep its number of cat"
+    for seed in range(2):  # whichever number of categories the first trace has
+        pyro.set_rng_seed(seed)
+        with pytest.raises(UnsupportedModelError, match=match):
+            exact_posterior(_categories_from_latent)
+        with pytest.raises(UnsupportedModelError, match=match):
+            pyro_gwg.MCMC(GWG(_categories_from_latent), num_samples=2, disable_progbar=True).run()
 
 
 def _branch_item():
