@@ -374,6 +374,17 @@ def test_the_certainty_of_a_coordinate_is_its_exact_conditional_probability():
     assert (masked == 0).all()
 
 
+def test_coordinates_beyond_the_evaluation_budget_count_as_not_sure(monkeypatch):
+    from pyro_gwg.kernels import base
+
+    energy = pyro_gwg.DiscreteEnergy(pinned_and_free)
+    codes = torch.tensor([[1, 0, 1, 0], [1, 1, 1, 1]])
+    energy.choose_batching(codes)
+    monkeypatch.setattr(base, "STUCK_PROBE_LIMIT", 3)
+    leave = base._leave_probabilities(energy, codes, torch.ones(2, 4, dtype=torch.bool))
+    assert (leave[0, :3] < 0.6).all() and (leave[0, 3:] == 1).all() and (leave[1] == 1).all()
+
+
 # ---------------------------------------------------------------- precision
 
 

@@ -29,6 +29,7 @@ from pyro.infer.autoguide.initialization import init_to_sample
 from pyro.infer.mcmc import api as _pyro_mcmc_api
 from pyro.infer.mcmc.mcmc_kernel import MCMCKernel
 
+from pyro_gwg import _trace
 from pyro_gwg._validation import check_integer
 from pyro_gwg._warn import name_list, warn
 from pyro_gwg.compilation import CompilationWarning
@@ -55,7 +56,8 @@ STUCK_MIN_STEPS = 100
 #: leaving it is what an exact sampler does
 STUCK_EXPECTED_MOVES = 10.0
 #: most states next to the final ones evaluated for that check (per block of chains),
-#: and most states per run of the model
+#: and most states per run of the model (and in all, for a model evaluated one state
+#: at a time)
 STUCK_PROBE_LIMIT = 1 << 16
 STUCK_PROBE_CHUNK = 1024
 
@@ -282,6 +284,8 @@ class DiscreteKernel(MCMCKernel):
         if mode and not self._traceable(codes):
             mode = False
         self.driver = self.driver_for(energy, warmup_steps, _BACKENDS[mode])
+        # inside pyro.infer.MCMC: the draws it will ask for (pyro_gwg.MCMC sets its own)
+        self.driver.horizon = _trace.pyro_run_length()
         self.driver.init(codes)
         self._params = self._params_from_codes(codes)
         self._initial_params = self._params
@@ -649,8 +653,9 @@ def _leave_probabilities(energy, codes: torch.Tensor, mask: torch.Tensor) -> tor
     conditional probability that coordinate ``d`` takes another value than in
     ``codes[c]`` given the other coordinates (over the values one move away: the other
     categories, the neighbouring integers), from the exact log density of those
-    states; 0 elsewhere. At most :data:`STUCK_PROBE_LIMIT` states are evaluated, in
-    the order of the chains and coordinates; coordinates beyond get probability 1.
+    states; 0 elsewhere. At most :data:`STUCK_PROBE_LIMIT` states are evaluated
+    (:data:`STUCK_PROBE_CHUNK` for a model evaluated one state at a time), in the order
+    of the chains and coordinates; coordinates beyond get probability 1.
 
     :param energy: a :class:`~pyro_gwg.DiscreteEnergy`.
     :param torch.Tensor codes: long ``[C, D]`` states.
@@ -660,7 +665,13 @@ def _leave_probabilities(energy, codes: torch.Tensor, mask: torch.Tensor) -> tor
     layout = energy.layout.with_radius(1)
     grad = torch.zeros(codes.shape + (layout.grad_width,), device=codes.device)
     valid = torch.isfinite(layout.gains(codes, grad)) & mask.unsqueeze(-1)
-    chain, coord, move = valid.nonzero()[:STUCK_PROBE_LIMIT].unbind(-1)
+    moves = valid.nonzero()
+    if energy.batching is None and moves.shape[0] > STUCK_PROBE_CHUNK // 4:
+        energy.choose_batching(codes)  # rather than one model run per state
+    batched = energy.batching is not None
+    # (a model evaluated one state at a time: one model run per state)
+    limit = STUCK_PROBE_LIMIT if energy.batching in ("plate", "vmap") else STUCK_PROBE_CHUNK
+    chain, coord, move = moves[:limit].unbind(-1)
     delta = torch.full(valid.shape, -math.inf, dtype=torch.float64, device=codes.device)
     probed = torch.zeros_like(mask)
     if chain.numel():
@@ -668,9 +679,6 @@ def _leave_probabilities(energy, codes: torch.Tensor, mask: torch.Tensor) -> tor
         states[torch.arange(chain.numel(), device=codes.device), coord] = layout.move(
             codes[chain, coord].unsqueeze(0), move.unsqueeze(0), coord.unsqueeze(0)
         )[0]
-        if energy.batching is None and chain.numel() > STUCK_PROBE_CHUNK // 4:
-            energy.choose_batching(codes)  # rather than one model run per state
-        batched = energy.batching is not None
         base = energy._unchecked_log_joint(codes, batched).double()
         log_joint = torch.cat(
             [
