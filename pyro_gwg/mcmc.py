@@ -778,13 +778,24 @@ class MCMC(AbstractMCMC):
         """Print Pyro's summary table (mean, std, median, credible interval, n_eff,
         r_hat per coordinate), with n_eff and r_hat as in :meth:`diagnostics`.
 
+        A ``Categorical`` site has one row per coordinate and category, ``z[0]=k``,
+        whose columns are those of the indicator ``z[0] == k``: its mean is the
+        posterior probability of category ``k``, its n_eff and r_hat say how well the
+        chains estimate it (the mean class index would mean nothing).
+        (:class:`pyro.infer.MCMC` reports the class index; print the same rows for its
+        draws with Pyro's ``print_summary`` of the one-hot draws:
+        ``print_summary({"z": one_hot(typed_samples(mcmc, group_by_chain=True)["z"]).float()})``
+        with :func:`torch.nn.functional.one_hot` and
+        :func:`~pyro_gwg.inference_data.typed_samples`.)
+
         :param float prob: the probability mass of the credible interval (highest
             posterior density), in (0, 1).
         """
         if isinstance(prob, bool) or not isinstance(prob, numbers.Real) or not 0 < prob < 1:
             raise ValueError("prob must be a number in (0, 1), got {!r}".format(prob))
         codes = self._results()
-        _print_table(self._site_table(codes, summary=True, prob=float(prob)))
+        categorical = {site.name for site in self._energy.sites if site.kind == "categorical"}
+        _print_table(self._site_table(codes, summary=True, prob=float(prob)), categorical)
 
     def _site_table(self, codes: torch.Tensor, summary: bool, prob: float = 0.9):
         """``{site: OrderedDict(column: tensor of the value shape)}``: n_eff and r_hat,
@@ -794,18 +805,24 @@ class MCMC(AbstractMCMC):
         dtype = torch.get_default_dtype()
         table = OrderedDict()
         for site in self._energy.sites:
-            width = site.num_categories if site.kind == "one-hot" else 1
+            # the summary of a Categorical site: the indicator of each category
+            categories = site.num_categories if summary and site.kind == "categorical" else 0
+            width = site.num_categories if site.kind == "one-hot" or categories else 1
             per_coord = max(1, DECODE_ELEMENTS // max(1, num_chains * num_draws * width))
             columns: Dict[str, List[torch.Tensor]] = OrderedDict()
             for start in range(0, site.num_coords, per_coord):
                 stop = min(site.num_coords, start + per_coord)
                 block = codes[:, :, site.offset + start : site.offset + stop].long()
-                values = site.values_from_codes(block).to(dtype).reshape(num_chains, num_draws, -1)
+                values = site.values_from_codes(block)
+                if categories:
+                    values = values.unsqueeze(-1) == torch.arange(categories, device=values.device)
+                values = values.to(dtype).reshape(num_chains, num_draws, -1)
                 del block
                 for key, value in _columns(values, summary, prob).items():
                     columns.setdefault(key, []).append(value)
+            shape = site.value_shape + ((categories,) if categories else ())
             table[site.name] = OrderedDict(
-                (key, torch.cat(parts).reshape(site.value_shape)) for key, parts in columns.items()
+                (key, torch.cat(parts).reshape(shape)) for key, parts in columns.items()
             )
         return table
 
@@ -969,25 +986,29 @@ def _columns(values: torch.Tensor, summary: bool, prob: float) -> Dict[str, torc
     return out
 
 
-def _print_table(table: Mapping[str, Mapping[str, torch.Tensor]]) -> None:
-    """Print ``{site: {column: tensor}}`` in the format of Pyro's ``print_summary``."""
+def _print_table(
+    table: Mapping[str, Mapping[str, torch.Tensor]], categorical: Sequence[str] = ()
+) -> None:
+    """Print ``{site: {column: tensor}}`` in the format of Pyro's ``print_summary``;
+    the last dimension of a site named in ``categorical`` is its category (rows
+    ``z[0]=k``)."""
     if not table:
         return
-    row_names = {
-        name: name + "[" + ",".join(str(n - 1) for n in columns["mean"].shape) + "]"
-        for name, columns in table.items()
-    }
-    width = max(max(len(r) for r in row_names.values()), 10)
-    name_format = "{:>" + str(width) + "}"
+    rows = []
+    for name, stats in table.items():
+        for index in product(*map(range, stats["mean"].shape)):
+            position, suffix = index, ""
+            if name in categorical:
+                position, suffix = index[:-1], "={}".format(index[-1])
+            label = name + ("[{}]".format(",".join(map(str, position))) if position else "")
+            rows.append([label + suffix] + [float(v[index]) for v in stats.values()])
+    name_format = "{:>" + str(max(max(len(row[0]) for row in rows), 10)) + "}"
     columns = [""] + list(next(iter(table.values())).keys())
     print()
     print((name_format + " {:>9}" * (len(columns) - 1)).format(*columns))
     row_format = name_format + " {:>9.2f}" * (len(columns) - 1)
-    for name, stats in table.items():
-        shape = stats["mean"].shape
-        for index in product(*map(range, shape)):
-            label = name + ("[{}]".format(",".join(map(str, index))) if shape else "")
-            print(row_format.format(label, *[float(v[index]) for v in stats.values()]))
+    for row in rows:
+        print(row_format.format(*row))
     print()
 
 

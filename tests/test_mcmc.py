@@ -697,6 +697,39 @@ def test_summary_reports_the_moving_coordinates(capsys):
     assert rows["x[4]"][5] == "nan" and rows["x[4]"][0] == "1.00"
 
 
+def test_summary_of_a_categorical_site_reports_each_category(capsys):
+    # the mean class index means nothing: one row per category, the indicator's
+    # frequency, n_eff and r_hat
+    from pyro_gwg.diagnostics import site_diagnostics
+
+    def model():
+        with pyro.plate("p", 2):
+            pyro.sample("z", dist.Categorical(torch.tensor([0.2, 0.3, 0.5])))
+        pyro.sample("w", dist.Categorical(torch.tensor([0.9, 0.1])))
+        pyro.sample("b", dist.Bernoulli(0.3))
+
+    pyro.set_rng_seed(0)
+    mcmc = MCMC(GWG(model, jit_compile=False), 200, 20, num_chains=2, disable_progbar=True)
+    mcmc.run()
+    mcmc.summary()
+    lines = capsys.readouterr().out.splitlines()
+    rows = {line.split()[0]: [float(v) for v in line.split()[1:]] for line in lines[2:] if line}
+    labels = ["z[{}]={}".format(i, k) for i in range(2) for k in range(3)] + ["w=0", "w=1", "b"]
+    assert list(rows) == labels
+    samples = mcmc.get_samples(group_by_chain=True)
+    for name, categories in (("z", 3), ("w", 2)):
+        indicators = (samples[name].unsqueeze(-1) == torch.arange(categories)).float()
+        n_eff = site_diagnostics(indicators)["n_eff"].reshape(-1)
+        frequency = indicators.mean((0, 1)).reshape(-1)
+        names = [label for label in labels if label.startswith(name)]
+        for label, p, e in zip(names, frequency, n_eff):
+            assert rows[label][0] == pytest.approx(float(p), abs=0.006)
+            assert rows[label][5] == pytest.approx(float(e), abs=0.006)
+    assert sum(rows["z[1]={}".format(k)][0] for k in range(3)) == pytest.approx(1, abs=0.02)
+    # diagnostics() keeps one entry per coordinate
+    assert mcmc.diagnostics()["z"]["n_eff"].shape == (2,)
+
+
 def test_diagnostics_of_very_short_runs_are_nan_not_an_error():
     model, (y,) = SUITE["coupled_binary_field"]
     mcmc = MCMC(GWG(model), 3, num_chains=2, disable_progbar=True)
