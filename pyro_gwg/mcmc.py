@@ -744,7 +744,8 @@ class MCMC(AbstractMCMC):
         """Convergence diagnostics per site and the kernel's statistics per chain.
 
         For every site, ``{"n_eff": ..., "r_hat": ...}`` shaped like the site's value:
-        Pyro's effective sample size and split R-hat, computed coordinate by coordinate
+        the effective sample size of Stan and ArviZ (positive for antithetic chains too)
+        and Pyro's split R-hat, computed coordinate by coordinate
         (:func:`pyro_gwg.diagnostics.site_diagnostics`), NaN only for coordinates whose
         draws are all equal (R-hat also NaN for runs of fewer than 4 draws per chain).
         It warns about nothing that :meth:`run` reported (coordinates that never changed
