@@ -21,7 +21,7 @@ from typing import Callable, Dict, FrozenSet, List, Optional
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-__all__ = ["Read", "Tainted", "sources_of", "trace_reads"]
+__all__ = ["Read", "Tainted", "sources_of", "trace_reads", "user_location"]
 
 # reads of a tensor's value into Python
 _VALUE_READS = {
@@ -132,7 +132,16 @@ def _user_location() -> Optional[str]:
     stack = traceback.extract_stack()
     if any(frame.filename.endswith("_tensor_str.py") for frame in stack):
         return None
-    for frame in reversed(stack):
+    return user_location(stack)
+
+
+def user_location(frames: traceback.StackSummary) -> str:
+    """``file:line (code)`` of the innermost of ``frames`` (a stack, or the traceback
+    of an error) outside torch, Pyro and pyro-gwg: the line of the user's model.
+
+    :param frames: e.g. ``traceback.extract_tb(error.__traceback__)``.
+    """
+    for frame in reversed(frames):
         path = os.path.abspath(frame.filename)
         if not path.startswith(_LIBRARY_DIRS) and not frame.filename.startswith("<frozen"):
             return "{}:{} ({})".format(frame.filename, frame.lineno, (frame.line or "").strip())

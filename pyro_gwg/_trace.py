@@ -5,6 +5,8 @@ This is the one module of pyro-gwg that relies on Pyro's internals; every other 
 reaches them through the functions here, and ``tests/test__trace.py`` checks each
 internal it uses, so that a Pyro release that changes one fails there, by name:
 
+* the trace of the sites recorded before a model raised, ``msngr.trace`` of the
+  handler ``pyro.poutine.trace`` returns (:func:`trace_model`'s ``on_error``);
 * the distribution ``pyro.poutine.subsample_messenger._Subsample`` of the sample site
   that a ``pyro.plate`` records (:func:`is_subsample`, :func:`check_full_plates`);
 * the ``infer`` keys that mark ``pyro.factor`` (``is_auxiliary``) and
@@ -76,6 +78,7 @@ def trace_model(
     kwargs: Optional[dict] = None,
     *,
     init_strategy: Optional[Callable] = None,
+    on_error: Optional[Callable] = None,
 ):
     """Run ``model`` once under :func:`pyro.poutine.trace`, blocked from any handler
     outside (so that an enclosing trace or ``pyro.infer`` run does not see it).
@@ -86,13 +89,22 @@ def trace_model(
     :param callable init_strategy: a Pyro per-site initialisation function (e.g.
         :func:`~pyro.infer.autoguide.initialization.init_to_sample`) that sets the
         values of the latent sites; ``None`` samples them from the model.
+    :param callable on_error: called as ``on_error(error, partial_trace)`` when the
+        model raises, with the trace of the sites recorded before the error; it may
+        raise a clearer error (else the model's error propagates).
     :returns: the trace.
     :rtype: ~pyro.poutine.trace_struct.Trace
     """
     if init_strategy is not None:
         model = InitMessenger(init_strategy)(model)
+    tracer = poutine.trace(model)
     with poutine.block():
-        return poutine.trace(model).get_trace(*args, **(kwargs or {}))
+        try:
+            return tracer.get_trace(*args, **(kwargs or {}))
+        except Exception as error:
+            if on_error is not None:
+                on_error(error, tracer.msngr.trace)
+            raise
 
 
 def in_batch_plate(model: Callable, name: str, size: int, max_plate_nesting: int) -> Callable:

@@ -43,6 +43,8 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
+import traceback
 import warnings
 from functools import partial
 from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
@@ -55,7 +57,7 @@ from pyro.infer.autoguide.initialization import init_to_sample
 from torch.distributions import Categorical
 
 from pyro_gwg import _trace
-from pyro_gwg._taint import Read, sources_of, trace_reads
+from pyro_gwg._taint import Read, sources_of, trace_reads, user_location
 from pyro_gwg._validation import check_integer, is_integer
 from pyro_gwg._warn import name_list, warn
 from pyro_gwg.compilation import trace_compile
@@ -91,6 +93,11 @@ _RTOL, _ATOL = 1e-4, 1e-4
 _MODULE_SEPARATOR = "$$$"
 # model runs spent at set-up probing states next to the initial one (value-read models)
 _MAX_STRUCTURE_PROBES = 64
+# the code of torch's and Pyro's distributions (see _refuse_invalid_distribution)
+_DISTRIBUTION_DIRS = tuple(
+    os.path.dirname(os.path.abspath(module.__file__)) + os.sep
+    for module in (torch.distributions, pyro.distributions)
+)
 #: states drawn from the init strategy per chain, of which the chain starts at the most
 #: probable (see :meth:`DiscreteEnergy.initial_codes`)
 INIT_CANDIDATES = 10
@@ -167,7 +174,9 @@ class DiscreteEnergy:
         self.jit_compile = jit_compile and inputs is None
         self.init_strategy = init_strategy
         self.max_init_tries = int(max_init_tries)
+        self._latent_order: List[str] = []  # (for _refuse_invalid_distribution)
         trace = self._prototype_trace()
+        self._latent_order = [site["name"] for site in _trace.sample_sites(trace, "latent")]
         self.sites: List[DiscreteSite] = []
         self.enumerated: List[str] = []
         self._discover(trace)
@@ -210,12 +219,60 @@ class DiscreteEnergy:
     def _run_model(self, model, init_strategy=None):
         try:
             return _trace.trace_model(
-                model, self.model_args, self.model_kwargs, init_strategy=init_strategy
+                model,
+                self.model_args,
+                self.model_kwargs,
+                init_strategy=init_strategy,
+                on_error=self._refuse_invalid_distribution,
             )
         except Exception as error:
             if not isinstance(error, UnsupportedModelError) and not _out_of_memory(error):
                 _note_model_error(error)
             raise
+
+    def _refuse_invalid_distribution(self, error: BaseException, partial) -> None:
+        """Name the site and the state where a distribution could not be built or
+        sampled (its validation refused its parameters, or torch could not sample from
+        them: negative or NaN probabilities, ...); other errors are left as they are.
+
+        :param error: the model's error.
+        :param partial: the trace of the sites recorded before it.
+        """
+        frames = traceback.extract_tb(error.__traceback__)
+        if not (frames and os.path.abspath(frames[-1].filename).startswith(_DISTRIBUTION_DIRS)):
+            return
+        if not (
+            isinstance(error, RuntimeError)
+            or isinstance(error, ValueError)
+            and str(error).startswith("Expected parameter")
+        ):
+            return
+        recorded = {site["name"]: site for site in _trace.sample_sites(partial)}
+        following = [name for name in self._latent_order if name not in recorded]
+        where = user_location(frames)
+        values = {
+            name: site["value"]
+            for name, site in recorded.items()
+            if not _trace.is_enumerated(site)
+            and (name in self._latent_order or not site["is_observed"])
+        }
+        raise UnsupportedModelError(
+            "The distribution of {} is invalid at the state {} ({}: {}). The kernels "
+            "visit every state of the latent sites' supports, and a distribution's "
+            "parameters must be valid at each: probabilities in [0, 1], finite logits, "
+            "positive rates. Compute them so that they are (e.g. torch.sigmoid, "
+            "torch.clamp(p, 0.0, 1.0), or logits= instead of probs=), and make the "
+            "states the model rules out impossible with a pyro.factor that is -inf "
+            "there.".format(
+                "latent site '{}' (at {})".format(following[0], where)
+                if following
+                else "the site sampled at {}".format(where),
+                _describe_values(values) if values else "{}",
+                type(error).__name__,
+                # (the text before the shapes Pyro appends, on one line)
+                " ".join(str(error).split("Trace Shapes:")[0].split()),
+            )
+        ) from error
 
     def _prototype_trace(self):
         return self._run_model(self.model, self.init_strategy)

@@ -102,6 +102,17 @@ def test_pyro_internals_are_as_relied_on():
     )
     assert int(trace.nodes["z"]["value"]) == 2, "InitMessenger no longer sets latent values"
 
+    # TraceHandler.msngr.trace: the sites recorded before the model raised
+    def failing():
+        pyro.sample("a", dist.Bernoulli(0.5))
+        raise RuntimeError("model failed")
+
+    partial = []
+    with pytest.raises(RuntimeError, match="model failed"):
+        _trace.trace_model(failing, on_error=lambda error, trace: partial.append(trace))
+    recorded = [site["name"] for site in _trace.sample_sites(partial[0])]
+    assert recorded == ["a"], "TraceHandler.msngr.trace no longer holds the sites"
+
     # pyro.distributions.util.scale_and_mask
     site = poutine.trace(poutine.scale(poutine.mask(plated_model, False), 3.0)).get_trace()
     assert float(_trace.scaled_log_prob(site.nodes["p"])) == 0.0, "scale_and_mask: mask"

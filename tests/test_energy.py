@@ -373,6 +373,44 @@ def test_categorical_whose_number_of_categories_changes_is_refused():
             pyro_gwg.MCMC(GWG(_categories_from_latent), num_samples=2, disable_progbar=True).run()
 
 
+def _negative_probs():
+    x = pyro.sample("x", dist.Binomial(2, 0.5))
+    pyro.sample("w", dist.Bernoulli(probs=1.5 - x))  # negative where x = 2
+
+
+def _nan_logits():
+    x = pyro.sample("x", dist.Binomial(2, 0.5))
+    pyro.sample("w", dist.Categorical(logits=torch.stack([torch.log(x - 1.0), torch.zeros(())])))
+
+
+@pytest.mark.parametrize("validation", [True, False])
+@pytest.mark.parametrize("model, x", [(_negative_probs, 2.0), (_nan_logits, 0.0)])
+def test_invalid_distribution_parameters_name_the_site_and_the_state(model, x, validation):
+    # torch's own message ("probability tensor contains either inf, nan or element < 0",
+    # or its validation's) names no site
+    init = init_to_value(values={"x": torch.tensor(x)})
+    with pyro.validation_enabled(validation):
+        with pytest.raises(
+            UnsupportedModelError,
+            match="distribution of the site sampled at .*test_energy.py:\\d+ "
+            "\\(pyro.sample\\(\"w\".* is invalid at the state \\{{'x': {}\\}}.*"
+            "torch.clamp".format(int(x)),
+        ):
+            DiscreteEnergy(model, init_strategy=init)
+
+
+def test_invalid_distribution_met_during_a_run_names_the_site():
+    init = init_to_value(values={"x": torch.tensor(1.0), "w": torch.tensor(0.0)})
+    energy = DiscreteEnergy(_negative_probs, init_strategy=init)
+    with pyro.validation_enabled(True):
+        with pytest.raises(
+            UnsupportedModelError,
+            match="distribution of latent site 'w' \\(at .*test_energy.py:\\d+ .* is invalid at "
+            "the state \\{'x': 2\\} \\(ValueError: Expected parameter probs",
+        ):
+            energy.log_joint(torch.tensor([[2, 0]]))
+
+
 def _branch_item():
     x = pyro.sample("x", dist.Bernoulli(0.7))
     if x.item():
