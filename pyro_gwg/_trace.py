@@ -27,6 +27,7 @@ model's own plates; enumeration dimensions lie left of that.
 
 from __future__ import annotations
 
+import sys
 from collections import OrderedDict
 from typing import Callable, Dict, Iterator, List, Mapping, Optional, Tuple, Union
 
@@ -345,6 +346,30 @@ def run_arguments(mcmc) -> Tuple[tuple, dict]:
     :param mcmc: an MCMC runner.
     """
     return tuple(getattr(mcmc, "_args", None) or ()), dict(getattr(mcmc, "_kwargs", None) or {})
+
+
+def pyro_run_length() -> Optional[int]:
+    """The number of draws, warmup included, that the :class:`pyro.infer.MCMC` chain
+    being set up will ask of its kernel (``warmup_steps + num_samples`` of Pyro's
+    sampling loop, ``pyro.infer.mcmc.api._gen_samples``, found on the call stack:
+    Pyro does not tell its kernel), or ``None`` outside such a loop (or where a Pyro
+    version names it otherwise). The cost model of ``jit_compile="auto"`` weighs a
+    compilation against the draws left (:func:`pyro_gwg.compilation.worth_compiling`).
+
+    :rtype: int or None
+    """
+    from pyro.infer.mcmc import api
+
+    code = getattr(getattr(api, "_gen_samples", None), "__code__", None)
+    frame = sys._getframe(1)
+    while frame is not None and code is not None:
+        if frame.f_code is code:
+            warmup, samples = frame.f_locals.get("warmup_steps"), frame.f_locals.get("num_samples")
+            if isinstance(warmup, int) and isinstance(samples, int):
+                return warmup + samples
+            return None
+        frame = frame.f_back
+    return None
 
 
 def run_has_samples(mcmc) -> bool:

@@ -50,6 +50,7 @@ import json
 import logging
 import os
 import pathlib
+import sys
 import tempfile
 import threading
 import time
@@ -58,13 +59,16 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Set, Tupl
 
 import pyro
 import torch
+from tqdm.auto import tqdm
 
 from pyro_gwg._warn import warn
 
 __all__ = [
     "BACKENDS",
+    "ANNOUNCE_SECONDS",
     "aot_available",
     "aot_compile",
+    "announce",
     "cache_dir",
     "cached_aot",
     "estimated_compile_seconds",
@@ -684,6 +688,33 @@ def estimated_compile_seconds(ops: Optional[int], device: str = "cpu") -> float:
     return scale * prior(ops)
 
 
+#: a compilation expected to take at least this many seconds is announced (:func:`announce`)
+ANNOUNCE_SECONDS = 1.0
+
+
+def announce(compiler: str, seconds: float, note: str = "") -> str:
+    """Say that a compilation expected to take ``seconds`` starts: where it is expected
+    to take at least :data:`ANNOUNCE_SECONDS`, one line on standard error (written
+    with :func:`tqdm.tqdm.write`, above any progress bar: Pyro's and pyro-gwg's) that
+    says what is compiled, the seconds expected and how to run without it.
+
+    :param str compiler: what compiles, e.g. ``"AOTInductor"``.
+    :param float seconds: the expected compile time.
+    :param str note: a remark added to the line (e.g. that the result is cached).
+    :returns: the short form, for a progress bar.
+    :rtype: str
+    """
+    if seconds >= ANNOUNCE_SECONDS:
+        tqdm.write(
+            "pyro-gwg: compiling the transition with {}, about {:.0f} s{}; "
+            "jit_compile=True (TorchScript only) or False runs without it.".format(
+                compiler, seconds, " ({})".format(note) if note else ""
+            ),
+            file=sys.stderr,
+        )
+    return "compiling with {}, about {:.0f} s".format(compiler, seconds)
+
+
 def worth_compiling(
     seconds_per_call: float,
     calls_left: Optional[int],
@@ -696,11 +727,14 @@ def worth_compiling(
 
     With a known number of calls left :math:`n`, compile when the time it saves,
     :math:`n\,t\,(1 - f)` for :math:`t` seconds per call now and a compiled call
-    taking a fraction :math:`f` of that, exceeds the compile time :math:`c`. With an
-    unknown horizon (``pyro.infer.MCMC`` does not tell its kernel how many draws it
-    will ask for), compile once the time already spent in the function reaches
-    :math:`c`: the rule of ski rental, which never spends more than twice the time of
-    the best choice made knowing the future.
+    taking a fraction :math:`f` of that, exceeds the compile time :math:`c`: a
+    compilation that cannot pay back before the run ends is never started. (The
+    kernels learn the length of a run from :class:`pyro_gwg.MCMC`, and from
+    :class:`pyro.infer.MCMC`'s sampling loop, see
+    ``pyro_gwg._trace.pyro_run_length``.) With an unknown horizon, compile once
+    the time already spent in the function reaches :math:`c`: the rule of ski rental,
+    which never spends more than twice the time of the best choice made knowing the
+    future.
 
     :param float seconds_per_call: :math:`t`.
     :param calls_left: :math:`n`, or ``None`` when unknown.

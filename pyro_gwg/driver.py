@@ -66,6 +66,14 @@ UNTIMED_CALLS = 2
 #: such call had started a 100-second compilation of a 200-step run)
 TIMED_CALLS = 5
 
+#: what each compiler slower than ``"trace"`` is called in its announcement (see
+#: :func:`~pyro_gwg.compilation.announce`), with a remark
+_COMPILER_NAMES = {
+    "aot": ("AOTInductor", "once: later runs load it from the disk cache"),
+    "compile": ("torch.compile", ""),
+    "make_fx": ("TorchInductor (make_fx)", ""),
+}
+
 #: ``observe(t, info, codes, log_joint)``: a block of transitions starting at step ``t``
 #: (counted from the first warmup step), with ``info`` fields ``[C, n]``, the states
 #: ``codes [C, n, D]`` after each transition and their log joints ``[C, n]``
@@ -185,8 +193,12 @@ class ChainDriver:
     :ivar horizon: the step count ``t`` at which the caller will stop, or ``None`` when
         unknown (the cost model of ``"auto"`` then compiles once the time spent in a
         function reaches the predicted compile time).
-    :ivar on_compile: ``callable(message)`` told before a compilation of the ``"auto"``
-        mode starts (a runner shows it in its progress bar), or ``None``.
+    :ivar on_compile: ``callable(message)`` told before a compilation by TorchInductor
+        (``"aot"``, ``"compile"``, ``"make_fx"``, and the move of ``"auto"`` to
+        ``"aot"``) starts, with the seconds it is expected to take (a runner shows it in
+        its progress bar), or ``None``. Such a compilation also says so in one line on
+        standard error when it is expected to take a second or more
+        (:func:`~pyro_gwg.compilation.announce`).
     :ivar float compile_seconds: wall-clock seconds spent compiling since the driver
         was made: tracing, exporting and AOTInductor compilation, or loading a
         compiled package from the disk cache (the first traced call runs one step).
@@ -458,7 +470,10 @@ class ChainDriver:
 
             return run
 
+        device = state.codes.device.type
         if backend not in ONE_STEP_BACKENDS:
+            if backend != "trace":  # TorchInductor: seconds, not milliseconds
+                self._announce(backend, compilation.estimated_compile_seconds(None, device))
             compiled = compile_function(flat, example, backend)
             return body_of(self.algorithm.step) if compiled is None else wrap(compiled)
         # "auto" and "aot": traced first, which names the function in the disk cache
@@ -476,22 +491,30 @@ class ChainDriver:
         if "aot" not in usable:
             return start
         ops = compilation.trace_ops(traced) if traced is not None else None
+        estimate = compilation.estimated_compile_seconds(ops, device)
         if backend == "aot":
+            self._announce("aot", estimate)
             compiled = compilation.try_aot_compile(flat, example, key, ops)
             return start if compiled is None else wrap(compiled)
 
         def upgrade() -> Optional[Callable]:
             current = tuple(self.state) + arguments()
-            if self.on_compile is not None:
-                self.on_compile("compiling with AOTInductor")
+            self._announce("aot", estimate)
             begin = time.perf_counter()
             compiled = compilation.try_aot_compile(flat, current, key, ops)
             self.compile_seconds += time.perf_counter() - begin
             return None if compiled is None else wrap(compiled)
 
-        device = state.codes.device.type
-        estimate = compilation.estimated_compile_seconds(ops, device)
         return _AutoCompiled(start, upgrade, calls_left, estimate, device)
+
+    def _announce(self, backend: str, seconds: float) -> None:
+        """Say that a compilation by ``backend`` expected to take ``seconds`` starts
+        (:func:`~pyro_gwg.compilation.announce`: a line on standard error from a
+        second on) and show it in the caller's progress bar (:attr:`on_compile`)."""
+        compiler, note = _COMPILER_NAMES[backend]
+        short = compilation.announce(compiler, seconds, note)
+        if self.on_compile is not None:
+            self.on_compile(short)
 
 
 class _AutoCompiled:

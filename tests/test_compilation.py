@@ -438,7 +438,7 @@ def test_auto_mode_compiles_once_then_loads_the_package_from_disk(monkeypatch, t
         mcmc.run(*args)
         draws.append(mcmc.get_samples()["x"])
     assert compiles == [1]  # the second run loaded the package of the first
-    assert messages == ["compiling with AOTInductor"]
+    assert messages == ["compiling with AOTInductor, about 0 s"]
     assert list((tmp_path / compilation.cache_dir().name / "aliases").iterdir())
     # the first run moved from trace to AOTInductor, the second used it from the start:
     # both draw their random numbers from PyTorch's generator alike
@@ -757,3 +757,69 @@ def test_cache_files_follow_the_umask(umask, monkeypatch, tmp_path):
     files.append(folder / "compile_times.json")
     for path in files:
         assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~umask, path
+
+
+# ---------------------------------------------------------------- announced compilations
+
+
+class _NoAot:
+    """The cost model says compile, AOTInductor is expected to take ``seconds`` and
+    ``try_aot_compile`` records its calls and fails (no real compilation)."""
+
+    def __init__(self, monkeypatch, tmp_path, seconds):
+        self.calls = []
+        monkeypatch.setenv(compilation.CACHE_ENV, str(tmp_path))
+        monkeypatch.setattr(compilation, "worth_compiling", lambda *args, **kwargs: True)
+        monkeypatch.setattr(
+            compilation, "estimated_compile_seconds", lambda ops, device="cpu": seconds
+        )
+        monkeypatch.setattr(compilation, "try_aot_compile", lambda *args: self.calls.append(1))
+
+
+@pytest.mark.parametrize("seconds", [0.2, 5.0])
+def test_a_compilation_of_a_second_or_more_is_announced_once(
+    seconds, monkeypatch, tmp_path, capsys
+):
+    model, args = SUITE["coupled_binary_field"]
+    fake = _NoAot(monkeypatch, tmp_path, seconds)
+    pyro.infer.MCMC(GWG(model), num_samples=30, warmup_steps=0, disable_progbar=True).run(*args)
+    assert fake.calls == [1]
+    lines = [line for line in capsys.readouterr().err.splitlines() if "pyro-gwg" in line]
+    if seconds < compilation.ANNOUNCE_SECONDS:
+        assert lines == []
+    else:
+        assert lines == [
+            "pyro-gwg: compiling the transition with AOTInductor, about 5 s (once: later "
+            "runs load it from the disk cache); jit_compile=True (TorchScript only) or "
+            "False runs without it."
+        ]
+    # pyro_gwg.MCMC also shows it in its progress bar
+    shown = []
+    monkeypatch.setattr("pyro_gwg.mcmc._Progress.compiling", lambda self, m: shown.append(m))
+    MCMC(GWG(model), num_samples=30, warmup_steps=0, num_chains=2).run(*args)
+    assert shown == ["compiling with AOTInductor, about {:.0f} s".format(seconds)]
+    assert len([line for line in capsys.readouterr().err.splitlines() if "pyro-gwg" in line]) == (
+        len(lines)
+    )
+
+
+def test_the_kernel_weighs_compilation_against_the_draws_left_in_pyro_infer_mcmc(monkeypatch):
+    # pyro.infer.MCMC does not tell its kernel how many draws it will ask for: the
+    # kernel reads it from Pyro's sampling loop, so that the cost model refuses a
+    # compilation that cannot pay back before the run ends (it compiled once the time
+    # spent reached the compile time, e.g. at 96 % of a run)
+    model, args = SUITE["coupled_binary_field"]
+    horizons = []
+
+    def never(seconds_per_call, calls_left, seconds_spent, compile_seconds, **kwargs):
+        horizons.append(calls_left)
+        return False
+
+    monkeypatch.setattr(compilation, "worth_compiling", never)
+    pyro.infer.MCMC(GWG(model), num_samples=20, warmup_steps=5, disable_progbar=True).run(*args)
+    assert horizons and all(isinstance(left, int) for left in horizons)
+    assert horizons[-1] <= 1 and max(horizons) < 25
+    # outside a run (the kernel stepped by hand) the horizon stays unknown
+    kernel = GWG(model)
+    kernel.setup(0, *args)
+    assert kernel.driver.horizon is None

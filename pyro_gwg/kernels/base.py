@@ -29,6 +29,7 @@ from pyro.infer.autoguide.initialization import init_to_sample
 from pyro.infer.mcmc import api as _pyro_mcmc_api
 from pyro.infer.mcmc.mcmc_kernel import MCMCKernel
 
+from pyro_gwg import _trace
 from pyro_gwg._validation import check_integer
 from pyro_gwg._warn import name_list, warn
 from pyro_gwg.compilation import CompilationWarning
@@ -283,6 +284,8 @@ class DiscreteKernel(MCMCKernel):
         if mode and not self._traceable(codes):
             mode = False
         self.driver = self.driver_for(energy, warmup_steps, _BACKENDS[mode])
+        # inside pyro.infer.MCMC: the draws it will ask for (pyro_gwg.MCMC sets its own)
+        self.driver.horizon = _trace.pyro_run_length()
         self.driver.init(codes)
         self._params = self._params_from_codes(codes)
         self._initial_params = self._params
