@@ -145,8 +145,9 @@ def enumerated_below_sampled(y):
     """Sampled bits ``x``; an enumerated indicator ``c`` whose probability they set."""
     with pyro.plate("p", 3):
         x = pyro.sample("x", dist.Bernoulli(0.4))
-    c = pyro.sample("c", dist.Bernoulli(torch.sigmoid(x.sum(-1) - 1.5)), infer=ENUM)
-    pyro.sample("y", dist.Normal(2.0 * c + 0.5 * x.sum(-1), 1.0), obs=y)
+    total = x.sum(-1, keepdim=True)  # (keeps the plate dimension: broadcasts over chains)
+    c = pyro.sample("c", dist.Bernoulli(torch.sigmoid(total - 1.5)), infer=ENUM)
+    pyro.sample("y", dist.Normal(2.0 * c + 0.5 * total, 1.0), obs=y)
 
 
 def enumerated_in_plate_above_sampled(y):
@@ -205,7 +206,7 @@ def one_hot_regimes(y):
     with pyro.plate("data", 3):
         o = pyro.sample("o", dist.Bernoulli(0.2), infer=ENUM)
         scale = 0.6 + 2.0 * o
-        pyro.sample("y", dist.Normal((z @ levels).unsqueeze(-1), scale), obs=y)
+        pyro.sample("y", dist.Normal(z @ levels, scale), obs=y)
 
 
 # =====================================================================================
