@@ -435,7 +435,7 @@ class DiscreteEnergy:
             for level in levels
         ]
         flat, one_at_a_time = current.reshape(-1).to(lower.dtype), []
-        for i in range(flat.numel()):
+        for i in range(min(flat.numel(), _MAX_STRUCTURE_PROBES)):  # (more are not run)
             for level in (lower.reshape(-1)[i], torch.minimum(flat[i] + 1, upper.reshape(-1)[i])):
                 moved = flat.clone()
                 moved[i] = level
