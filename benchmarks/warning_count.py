@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import datetime
 import io
 import json
 import os
@@ -25,6 +26,9 @@ import pyro.distributions as dist
 import torch
 
 import pyro_gwg
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from step_cost import code_info, machine_info  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -88,15 +92,28 @@ def quickstart_run():
 
 
 def main() -> dict:
-    result = {
+    code = code_info()
+    runs = {
         "hmm_pyro_infer_mcmc": _count(hmm_run("pyro")),
         "hmm_pyro_gwg_mcmc": _count(hmm_run("gwg")),
         "quickstart": _count(quickstart_run),
     }
+    result = {
+        "benchmark": "warning_count",
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
+        "machine": machine_info(),
+        "code": code,
+        "totals": [
+            {"run": key, "warnings": value["total"], **value["by_class"]}
+            for key, value in runs.items()
+        ],
+        **runs,
+    }
     os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
     with open(os.path.join(HERE, "results", "warning_count.json"), "w") as f:
         json.dump(result, f, indent=1)
-    for key, value in result.items():
+    for key, value in runs.items():
         print(key, value["total"], value["by_class"])
     return result
 
