@@ -30,7 +30,9 @@ pass (a ``torch.autograd.grad`` inside) and random operators. Four compilers:
 ``"default"`` is resolved by :func:`choose_backend`, a capability probe run once per
 process. Whether compiling pays at all is a question of how long a run is: the chain
 driver's ``"auto"`` mode starts with ``"trace"`` and moves to ``"aot"`` when the cost
-model :func:`worth_compiling` says so (see :class:`pyro_gwg.driver.ChainDriver`).
+model :func:`worth_compiling` says so (see :class:`pyro_gwg.driver.ChainDriver`). A
+compilation expected to take a second or more is announced in one line on standard
+error (:func:`announce`).
 
 A compiler that fails hands over to the next of its fallbacks (``"trace"``),
 then to the caller, which runs the function eagerly. A failure the compiler is known
@@ -553,8 +555,10 @@ def aot_compile(
     AOTInductor (:func:`torch._inductor.aoti_compile_and_package`) for the shapes,
     strides and devices of ``example_inputs``. The package is saved in
     :func:`cache_dir` under a hash of the exported graph, its constants and its inputs,
-    and loaded from there by every later compilation of the same function, in any
-    process. The result is called once on ``example_inputs``, so that errors surface
+    with the SHA-256 of its bytes beside it, and loaded from there by every later
+    compilation of the same function, in any process, once its bytes are checked
+    against that checksum (a damaged package is compiled afresh, see
+    :func:`_verified`). The result is called once on ``example_inputs``, so that errors surface
     here. Random operators call PyTorch's own kernels (TorchInductor's
     ``fallback_random``): a compiled call draws the same random numbers from the global
     generator as the same function run eagerly or traced.
