@@ -327,6 +327,42 @@ def test_coordinates_the_posterior_is_sure_of_are_not_reported(runner):
     assert not caught, [str(w.message) for w in caught]
 
 
+def certain_hmm(y):
+    """A regime HMM whose observations leave little doubt about most states."""
+    trans = torch.tensor([[0.9, 0.05, 0.05], [0.05, 0.9, 0.05], [0.05, 0.05, 0.9]])
+    locs = torch.tensor([-2.0, 0.0, 2.0])
+    z = 0
+    for t in pyro.markov(range(len(y))):
+        z = pyro.sample("z_{}".format(t), dist.Categorical(trans[z]))
+        pyro.sample("y_{}".format(t), dist.Normal(locs[z], 0.3), obs=y[t])
+
+
+@pytest.mark.parametrize("runner", ["pyro", "pyro_gwg"])
+@pytest.mark.parametrize("model", ["hmm", "denoising"])
+def test_states_the_posterior_is_sure_of_are_not_reported(runner, model):
+    # never moving there is what an exact sampler does: no StuckChainWarning
+    from pyro_gwg.models import ising_denoising, noisy_image
+
+    if model == "hmm":
+        y = torch.tensor([-2.0, -2.1, -1.9, 0.1, 0.0, -0.1, 2.0, 1.9, 2.1, 2.0])
+        kernel, args, kwargs = GWG(certain_hmm, num_flips="auto"), (y,), {}
+    else:  # the quickstart's model, smaller
+        _, noisy = noisy_image(size=8, noise_scale=0.5, seed=0)
+        kernel, args = GWG(ising_denoising, num_flips="auto"), (noisy,)
+        kwargs = dict(coupling=0.5, noise_scale=0.5)
+    pyro.set_rng_seed(0)
+    if runner == "pyro":
+        mcmc = MCMC(kernel, 300, 100, num_chains=2, disable_progbar=True)
+    else:
+        mcmc = pyro_gwg.MCMC(kernel, 300, 100, num_chains=2, disable_progbar=True)
+    caught = _warnings_of(lambda: mcmc.run(*args, **kwargs))
+    assert not caught, [str(w.message) for w in caught]
+    # (and some coordinates did stay where they started in every chain)
+    draws = mcmc.get_samples(group_by_chain=True).values()
+    flat = torch.cat([v.reshape(2, 300, -1) for v in draws], -1)
+    assert (flat == flat[:, :1]).all(1).all(0).any()
+
+
 def tied_and_free():
     """Two bits that are equal with probability 1 - 2e-30: each of the states 00 and
     11 has half the mass, but a single-site move between them is (nearly) impossible."""
