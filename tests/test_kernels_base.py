@@ -245,6 +245,29 @@ def test_infinite_gradients_leave_the_chain_exact(kernel):
     assert_exact(codes, exact_posterior(sqrt_at_zero))
 
 
+@pytest.mark.parametrize("runner", ["pyro", "pyro_gwg-sequential"])
+def test_the_batching_warning_comes_once_per_run(runner):
+    # chains run one after the other, one setup each: the model is probed (and the
+    # warning given) once
+    pyro.set_rng_seed(0)
+    if runner == "pyro":
+        mcmc = MCMC(Gibbs(expanded_likelihood), 120, 10, num_chains=3, disable_progbar=True)
+    else:
+        mcmc = pyro_gwg.MCMC(
+            Gibbs(expanded_likelihood),
+            120,
+            10,
+            num_chains=3,
+            chain_method="sequential",
+            disable_progbar=True,
+        )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        mcmc.run()
+    batching = [w for w in caught if issubclass(w.category, BatchingWarning)]
+    assert len(batching) == 1, [str(w.message) for w in caught]
+
+
 # ---------------------------------------------------------------- stuck chains
 
 

@@ -262,6 +262,9 @@ class DiscreteKernel(MCMCKernel):
                 "there is nothing to sample."
             )
         self._check_density(energy)
+        # the blocks of chains of a run share the model: the first chose its batching
+        # (with its warning)
+        energy.batching = self._run_report.batching
         if self._initial_params is not None:
             codes = energy.codes_from_values(
                 self._with_chain_dim(self._initial_params), "Initial value"
@@ -351,6 +354,7 @@ class DiscreteKernel(MCMCKernel):
         block, self._block = self._block, None
         if block is not None:  # (pyro.infer.MCMC calls cleanup twice per chain)
             self._note_moves(block[2])
+            self._run_report.batching = self.energy.batching
             if block[0] == block[1] - 1:  # the last block of chains of the run
                 self._warn_if_stuck()
         self._initial_params = None
@@ -593,13 +597,16 @@ class DiscreteKernel(MCMCKernel):
 
 class _RunReport:
     """What the blocks of chains of one run found, for the warnings at its end (one per
-    cause): the ``Categorical`` sites checked, the chains that hardly moved and, over
+    cause): the ``Categorical`` sites checked, how the model evaluates several states
+    (chosen once, with its :class:`~pyro_gwg.energy.BatchingWarning`), the chains that
+    hardly moved and, over
     the chains, the coordinates that never changed, whether the chains hold them at
     different values, and how often an exact single-site Gibbs sampler would have
     changed them (expected)."""
 
     def __init__(self) -> None:
         self.categoricals: set = set()
+        self.batching: Optional[str] = None  # DiscreteEnergy.batching, once chosen
         self.slow_chains: List[Tuple[int, float]] = []  # (chain, fraction of steps moved)
         self.num_chains = 0
         self.steps = 0
