@@ -24,6 +24,7 @@ from pyro_gwg import (
     UnsupportedModelError,
     exact_posterior,
 )
+from pyro_gwg.compilation import CompilationWarning
 from pyro_gwg.kernels import REGISTRY
 from pyro_gwg.kernels.base import StuckChainWarning
 
@@ -266,6 +267,18 @@ def test_the_batching_warning_comes_once_per_run(runner):
         mcmc.run()
     batching = [w for w in caught if issubclass(w.category, BatchingWarning)]
     assert len(batching) == 1, [str(w.message) for w in caught]
+
+
+def test_a_model_that_does_not_compile_is_reported_once_per_run():
+    # jit_compile="auto" runs it eagerly, and says so once, not once per chain
+    pyro.set_rng_seed(0)
+    mcmc = MCMC(GWG(value_dependent_mean), 120, 10, num_chains=3, disable_progbar=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        mcmc.run()
+    compilation = [w for w in caught if issubclass(w.category, CompilationWarning)]
+    assert len(compilation) == 1, [str(w.message) for w in caught]
+    assert "control flow reads latent values" in str(compilation[0].message)
 
 
 # ---------------------------------------------------------------- stuck chains

@@ -284,8 +284,10 @@ class DiscreteKernel(MCMCKernel):
             energy.choose_batching(codes)
         energy.warn_gradient_blind_categoricals(codes[:1], self._run_report.categoricals)
         mode = self.jit_compile
-        if mode and not self._traceable(codes):
-            mode = False
+        # (an earlier block of the run found that it does not compile, and said so)
+        if mode and (self._run_report.eager or not self._traceable(codes)):
+            self._run_report.eager = True
+            energy.jit_compile = mode = False
         self.driver = self.driver_for(energy, warmup_steps, _BACKENDS[mode])
         # inside pyro.infer.MCMC: the draws it will ask for (pyro_gwg.MCMC sets its own)
         self.driver.horizon = _trace.pyro_run_length()
@@ -598,8 +600,9 @@ class DiscreteKernel(MCMCKernel):
 class _RunReport:
     """What the blocks of chains of one run found, for the warnings at its end (one per
     cause): the ``Categorical`` sites checked, how the model evaluates several states
-    (chosen once, with its :class:`~pyro_gwg.energy.BatchingWarning`), the chains that
-    hardly moved and, over
+    (chosen once, with its :class:`~pyro_gwg.energy.BatchingWarning`), whether it
+    failed to compile (with its :class:`~pyro_gwg.compilation.CompilationWarning`), the
+    chains that hardly moved and, over
     the chains, the coordinates that never changed, whether the chains hold them at
     different values, and how often an exact single-site Gibbs sampler would have
     changed them (expected)."""
@@ -607,6 +610,7 @@ class _RunReport:
     def __init__(self) -> None:
         self.categoricals: set = set()
         self.batching: Optional[str] = None  # DiscreteEnergy.batching, once chosen
+        self.eager = False  # the model failed to compile (jit_compile="auto")
         self.slow_chains: List[Tuple[int, float]] = []  # (chain, fraction of steps moved)
         self.num_chains = 0
         self.steps = 0
