@@ -341,6 +341,10 @@ class DiscreteEnergy:
             return tr
 
         tainted_trace, self.value_reads = trace_reads(run, latent)
+        #: bounds computed from latent values that the probes found fixed, checked at
+        #: every evaluation (see :meth:`_bounds_changed`), and the sites they come from
+        self._fixed_bounds: Dict[str, Dict[str, torch.Tensor]] = {}
+        self._bound_sources: Dict[str, Dict[str, frozenset]] = {}
         suspects = {}
         for site in self.sites:
             support = base_constraint(tainted_trace.nodes[site.name]["fn"].support)
@@ -383,10 +387,35 @@ class DiscreteEnergy:
                 if _out_of_memory(error):
                     raise
                 continue
-            for name, bounds in reference.items():
-                varying = [k for k in bounds if not _same_bound(bounds[k], found[name][k])]
-                if varying:
-                    self._support_error(name, varying, suspects[name], reference, found, values)
+            self._check_bounds(reference, found, values, suspects)
+        self._fixed_bounds, self._bound_sources = reference, suspects
+
+    def _check_bounds(self, reference, found, values, sources) -> None:
+        """Raise :meth:`_support_error` for the first bound of ``found`` that differs
+        from ``reference`` (both ``{site: {bound: value}}``) at the state ``values``."""
+        for name, bounds in reference.items():
+            varying = [k for k in bounds if not _same_bound(bounds[k], found[name][k])]
+            if varying:
+                self._support_error(name, varying, sources[name], reference, found, values)
+
+    def _bounds_changed(self, trace, num_chains: int) -> Optional[torch.Tensor]:
+        """``[C]`` whether a bound of :attr:`_fixed_bounds` differs in ``trace`` from its
+        value at set-up, per chain (tensor operations only, so that compiled functions
+        check it too: :meth:`_log_joint` makes such a state NaN, and
+        :meth:`raise_invalid` names the bound); ``None`` without such bounds."""
+        changed = None
+        for name, bounds in self._fixed_bounds.items():
+            support = base_constraint(trace.nodes[name]["fn"].support)
+            event_shape = self.sites[self._names.index(name)].event_shape
+            right = self.max_plate_nesting + 1 + len(event_shape)
+            for k, reference in bounds.items():
+                diff = torch.as_tensor(getattr(support, k), device=reference.device) != reference
+                if num_chains == 1 or diff.dim() < right:
+                    diff = diff.any().reshape(1)
+                else:  # the chain dimension first, any over the others
+                    diff = diff.movedim(diff.dim() - right, 0).unsqueeze(-1).flatten(1).any(1)
+                changed = diff if changed is None else changed | diff
+        return None if changed is None else changed.expand(num_chains)
 
     def _support_error(self, name, varying, sources, reference, found, values) -> None:
         site = next(s for s in self.sites if s.name == name)
@@ -669,12 +698,15 @@ class DiscreteEnergy:
         own precision, the terms in double precision, so that a large constant term does
         not swallow the differences between states)."""
         if self.enumerated:
-            return self._contract(trace, num_chains)
-        total = 0.0
-        for site in _trace.sample_sites(trace):
-            total = total + self._chain_sum(self._site_log_prob(site), num_chains).double()
-        total = torch.as_tensor(total, dtype=torch.float64).reshape(-1)
-        return total if num_chains == 1 else total.expand(num_chains)
+            total = self._contract(trace, num_chains)
+        else:
+            total = 0.0
+            for site in _trace.sample_sites(trace):
+                total = total + self._chain_sum(self._site_log_prob(site), num_chains).double()
+            total = torch.as_tensor(total, dtype=torch.float64).reshape(-1)
+            total = total if num_chains == 1 else total.expand(num_chains)
+        changed = self._bounds_changed(trace, num_chains)
+        return total if changed is None else torch.where(changed, math.nan, total)
 
     def _chain_sum(self, log_prob: torch.Tensor, num_chains: int) -> torch.Tensor:
         if num_chains == 1:
@@ -867,7 +899,11 @@ class DiscreteEnergy:
         :raises UnsupportedModelError: always.
         """
         codes = codes.reshape(1, -1).long()
-        with self.recording():
+        with self.recording(), torch.no_grad():
+            trace = self._state_trace(codes, self._relaxed(codes, False), num_chains=1)
+            found = _support_bounds(trace, self._fixed_bounds)
+            values = {name: value[0] for name, value in self.values_from_codes(codes).items()}
+            self._check_bounds(self._fixed_bounds, found, values, self._bound_sources)
             total = float(self._forward_plate(1, codes, *self._relaxed(codes, False))[0])
             terms = self.site_log_probs(codes)
         bad = [
@@ -1435,7 +1471,13 @@ def _support_bounds(trace, sites) -> Dict[str, Dict[str, torch.Tensor]]:
 
 
 def _same_bound(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return a.shape == b.shape and torch.equal(a.double(), b.double())
+    """Whether two values of a bound agree (shapes that broadcast: a trace with
+    enumeration dimensions has them on the left)."""
+    try:
+        torch.broadcast_shapes(a.shape, b.shape)
+    except RuntimeError:
+        return False
+    return bool((a.double() == b.double().to(a.device)).all())
 
 
 def _describe_bound(bound: torch.Tensor) -> str:

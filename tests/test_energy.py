@@ -333,6 +333,29 @@ def test_support_that_changes_with_one_element_of_another_site_is_refused():
             DiscreteEnergy(_support_from_one_element)
 
 
+def _support_changing_at_one_value():
+    n = pyro.sample("n", dist.Binomial(30, 0.5))
+    pyro.sample("m", dist.Binomial(4 + (n == 17).float(), 0.5))  # 5 at n = 17 only
+
+
+def test_support_change_the_probes_miss_is_refused_where_met():
+    # from n = 3 the probes (n at 0, 1, 2, 5, 10, 20, 29, 30, then 0 and 4) see 4 only:
+    # the bound is checked at every evaluation, batched and compiled ones too
+    match = "support of latent site 'm'.*\\(4 at the initial state, 5 at the state \\{'n': 17\\}\\)"
+    init = init_to_value(values={"n": torch.tensor(3.0), "m": torch.tensor(0.0)})
+    energy = DiscreteEnergy(_support_changing_at_one_value, init_strategy=init)
+    assert torch.isfinite(energy.log_joint(torch.tensor([[3, 2], [16, 4]]))).all()
+    for codes in (torch.tensor([[17, 2]]), torch.tensor([[3, 2], [17, 1]])):
+        with pytest.raises(UnsupportedModelError, match=match):
+            energy.log_joint(codes)
+    traced = DiscreteEnergy(_support_changing_at_one_value, init_strategy=init, jit_compile=True)
+    traced.value_and_grad(torch.tensor([[3, 2], [16, 1]]))
+    with pytest.raises(UnsupportedModelError, match=match):
+        traced.value_and_grad(torch.tensor([[3, 2], [17, 1]]))
+    with pytest.raises(UnsupportedModelError, match="support of latent site 'm'.*changes with"):
+        exact_posterior(_support_changing_at_one_value)  # whatever its initial state
+
+
 def _with_an_empty_site(y):
     pyro.sample("empty", dist.Bernoulli(0.5).expand([0]).to_event(1))
     with pyro.plate("bits", 2):
