@@ -8,7 +8,7 @@ enumeration mark lifted). ``tests/test_corpus.py`` runs every kernel that applie
 each of them (structure in the deterministic tier, chains against the exact posterior in
 the statistical tier).
 
-Three sources:
+Four sources:
 
 * ``port:<name>``: the ports of :mod:`real_models` as the kernels receive them
   (:data:`real_models.CASES`: continuous parameters fixed, enumeration marks lifted);
@@ -19,7 +19,8 @@ Three sources:
   comment) and keeps the others: the kernels sample the first and the energy sums the
   others out, above and below the sampled ones. ``gmm`` and ``dawid_skene`` have a single
   discrete site, so they have no marked variant;
-* ``small:<name>``: the shared suite of :mod:`small_models`;
+* ``small:<name>``: the shared suite of :mod:`small_models` and its enumeration-bridge
+  models (``SUITE`` and ``BRIDGE``);
 * the rest: models written here, one per feature a user meets in the first hour
   (``Binomial``/``Categorical``/``OneHotCategorical``/``Poisson``/``Geometric`` sites
   whose parameters depend on other latents, enumerated sites above and below sampled
@@ -62,7 +63,7 @@ from real_models import (
     hmm_model_4,
     mace,
 )
-from small_models import BOUNDS, SUITE
+from small_models import BOUNDS, BRIDGE, SUITE
 
 __all__ = ["CORPUS", "Ordinary"]
 
@@ -316,7 +317,7 @@ def tutorial_plates(e):
     p = pyro.param("p", torch.arange(6.0) / 6)
     locs = pyro.param("locs", torch.tensor([-1.0, 1.0]))
     a = pyro.sample("a", dist.Categorical(torch.ones(6) / 6))
-    b = pyro.sample("b", dist.Bernoulli(p[a]))  # Note this depends on a.
+    pyro.sample("b", dist.Bernoulli(p[a]))  # Note this depends on a.
     with pyro.plate("c_plate", 2):
         c = pyro.sample("c", dist.Bernoulli(0.3))
         with pyro.plate("d_plate", 2):
@@ -458,7 +459,7 @@ CORPUS: Dict[str, Ordinary] = {
     ),
     **{
         "small:" + name: Ordinary(model, args, BOUNDS.get(name))
-        for name, (model, args) in SUITE.items()
+        for name, (model, args) in {**SUITE, **BRIDGE}.items()
     },
     "binomial_fixed_support": Ordinary(binomial_fixed_support, (torch.tensor(3.0),)),
     "binomial_fixed_support_poisson": Ordinary(

@@ -219,6 +219,18 @@ SIZES = {
     "HammingBall": (8, 300, 30),
 }
 ALPHA = 1e-4
+#: the models whose steps cost most run fewer or shorter chains: two that do not
+#: broadcast (the energy runs them state by state, as its BatchingWarning says) and those
+#: that sum a Markov chain out at every evaluation
+FEWER = {
+    "enumerated_above_sampled": (4, 400, 40),
+    "gmm_enumerated_assignment": (4, 400, 40),
+    **{
+        name: (8, 300, 30)
+        for name in CORPUS
+        if name.startswith(("marked:hmm", "marked:cjs")) or name == "tutorial_hmm_marked"
+    },
+}
 
 # The chains of each kernel cost one to three model evaluations per step (2 to 25 ms for
 # 16 chains here, up to 60 ms for models that do not broadcast and run state by state),
@@ -233,15 +245,19 @@ EVERY_KERNEL = ("binomial_fixed_support", "enumerated_in_plate_above_sampled", "
 GWG_ONLY = [
     name for name in CORPUS if name not in EVERY_KERNEL and not name.startswith(("port:", "small:"))
 ]
-BATCHED_RUNS = [(name, kernel) for name in EVERY_KERNEL for kernel in EXACT_KERNELS] + [
-    (name, "GWG") for name in GWG_ONLY
-]
+# (PAS refuses the ordinals of binomial_fixed_support: see refusal())
+BATCHED_RUNS = [
+    (name, kernel)
+    for name in EVERY_KERNEL
+    for kernel in EXACT_KERNELS
+    if (name, kernel) != ("binomial_fixed_support", "PAS")
+] + [(name, "GWG") for name in GWG_ONLY]
 
 
 def _run_batched(name, kernel):
     """Draws ``[C, T, D]`` of ``kernel`` on corpus model ``name`` in pyro_gwg.MCMC."""
     entry = CORPUS[name]
-    num_chains, num_samples, warmup = SIZES[kernel]
+    num_chains, num_samples, warmup = FEWER.get(name, SIZES[kernel])
     pyro.set_rng_seed(0)
     sampler = make_kernel(kernel, name)
     mcmc = pyro_gwg.MCMC(
@@ -258,7 +274,8 @@ def _run_batched(name, kernel):
 @pytest.mark.parametrize("name, kernel", BATCHED_RUNS, ids=["-".join(run) for run in BATCHED_RUNS])
 def test_batched_chains_match_the_exact_posterior(name, kernel):
     assert refusal(kernel, _layout(name)) is None, "choose kernels that apply"
-    assert_exact(_run_batched(name, kernel), _ground_truth(name), ALPHA)
+    worst = assert_exact(_run_batched(name, kernel), _ground_truth(name), ALPHA)
+    print("{} {}: max |z| {:.2f}".format(name, kernel, worst))
 
 
 # pyro.infer.MCMC runs its chains one after the other (tests/conftest.py), one
@@ -273,7 +290,7 @@ PYRO_RUNS = [
 @pytest.mark.parametrize("name, kernel", PYRO_RUNS, ids=["-".join(run) for run in PYRO_RUNS])
 def test_pyro_mcmc_chains_match_the_exact_posterior(name, kernel):
     entry = CORPUS[name]
-    num_chains, num_samples, warmup = 2, 1000, 50
+    num_chains, num_samples, warmup = 2, 600, 50
     pyro.set_rng_seed(0)
     sampler = make_kernel(kernel, name)
     mcmc = pyro.infer.MCMC(
@@ -285,4 +302,5 @@ def test_pyro_mcmc_chains_match_the_exact_posterior(name, kernel):
     )
     mcmc.run(*entry.args)
     codes = _codes_from_samples(sampler.energy, mcmc.get_samples(group_by_chain=True), num_chains)
-    assert_exact(codes, _ground_truth(name), ALPHA)
+    worst = assert_exact(codes, _ground_truth(name), ALPHA)
+    print("{} {} in pyro.infer.MCMC: max |z| {:.2f}".format(name, kernel, worst))
