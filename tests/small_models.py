@@ -157,3 +157,15 @@ BRIDGE = {
     "enumerated_above": (enumerated_above, (torch.tensor(3.2),)),
     "enumerated_above_and_below": (enumerated_above_and_below, (torch.tensor(2.6),)),
 }
+
+
+def regime_hmm(y, noise_scale=1.0):
+    """A regime HMM written the usual way (a ``pyro.markov`` loop, one ``Categorical``
+    per step used as an index): the model of the warning tests. It runs one state at a
+    time, so it is not in the exactness suite."""
+    trans = torch.tensor([[0.9, 0.05, 0.05], [0.05, 0.9, 0.05], [0.05, 0.05, 0.9]])
+    locs = torch.tensor([-2.0, 0.0, 2.0])
+    z = 0
+    for t in pyro.markov(range(len(y))):
+        z = pyro.sample("z_{}".format(t), dist.Categorical(trans[z]))
+        pyro.sample("y_{}".format(t), dist.Normal(locs[z], noise_scale), obs=y[t])

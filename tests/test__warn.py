@@ -11,6 +11,7 @@ import torch
 from pyro.infer import HMC
 from pyro.infer import MCMC as PyroMCMC
 from pyro.infer.autoguide.initialization import init_to_value
+from small_models import regime_hmm
 
 import pyro_gwg
 from pyro_gwg import GWG, MCMC, MixedGibbs, StuckChainWarning
@@ -105,15 +106,6 @@ def test_spike_and_slab_is_mentioned_for_indicators_next_to_continuous_sites():
     assert len(ours) == 1, [str(w.message) for w in caught]
     assert "'tied' (2 of 2: tied[0], tied[1])" in str(ours[0].message)
     assert "spike-and-slab" in str(ours[0].message)
-
-
-def regime_hmm(y):
-    trans = torch.tensor([[0.9, 0.05, 0.05], [0.05, 0.9, 0.05], [0.05, 0.05, 0.9]])
-    locs = torch.tensor([-2.0, 0.0, 2.0])
-    z = 0
-    for t in pyro.markov(range(len(y))):
-        z = pyro.sample("z_{}".format(t), dist.Categorical(trans[z]))
-        pyro.sample("y_{}".format(t), dist.Normal(locs[z], 1.0), obs=y[t])
 
 
 @pytest.mark.parametrize("runner", ["pyro.infer.MCMC", "MCMC", "MCMC-sequential"])

@@ -10,6 +10,7 @@ import torch
 from exactness import assert_exact, draw_codes
 from pyro.infer import MCMC
 from pyro.infer.autoguide.initialization import init_to_value
+from small_models import regime_hmm
 
 import pyro_gwg
 from pyro_gwg import (
@@ -363,16 +364,6 @@ def test_coordinates_the_posterior_is_sure_of_are_not_reported(runner):
     assert not caught, [str(w.message) for w in caught]
 
 
-def certain_hmm(y):
-    """A regime HMM whose observations leave little doubt about most states."""
-    trans = torch.tensor([[0.9, 0.05, 0.05], [0.05, 0.9, 0.05], [0.05, 0.05, 0.9]])
-    locs = torch.tensor([-2.0, 0.0, 2.0])
-    z = 0
-    for t in pyro.markov(range(len(y))):
-        z = pyro.sample("z_{}".format(t), dist.Categorical(trans[z]))
-        pyro.sample("y_{}".format(t), dist.Normal(locs[z], 0.3), obs=y[t])
-
-
 @pytest.mark.parametrize("runner", ["pyro", "pyro_gwg"])
 @pytest.mark.parametrize("model", ["hmm", "denoising"])
 def test_states_the_posterior_is_sure_of_are_not_reported(runner, model):
@@ -381,7 +372,7 @@ def test_states_the_posterior_is_sure_of_are_not_reported(runner, model):
 
     if model == "hmm":
         y = torch.tensor([-2.0, -2.1, -1.9, 0.1, 0.0, -0.1, 2.0, 1.9, 2.1, 2.0])
-        kernel, args, kwargs = GWG(certain_hmm, num_flips="auto"), (y,), {}
+        kernel, args, kwargs = GWG(regime_hmm, num_flips="auto"), (y,), {"noise_scale": 0.3}
     else:  # the quickstart's model, smaller
         _, noisy = noisy_image(size=8, noise_scale=0.5, seed=0)
         kernel, args = GWG(ising_denoising, num_flips="auto"), (noisy,)
