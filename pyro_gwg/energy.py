@@ -175,7 +175,11 @@ class DiscreteEnergy:
         self.init_strategy = init_strategy
         self.max_init_tries = int(max_init_tries)
         self._latent_order: List[str] = []  # (for _refuse_invalid_distribution)
-        trace = self._prototype_trace()
+        # the first run validates the distributions' parameters whatever the runner set
+        # (pyro.infer.MCMC turns validation off, and torch would then clamp invalid
+        # probabilities silently): invalid ones are refused here, naming the site
+        with pyro.validation_enabled(True):
+            trace = self._prototype_trace()
         self._latent_order = [site["name"] for site in _trace.sample_sites(trace, "latent")]
         self.sites: List[DiscreteSite] = []
         self.enumerated: List[str] = []

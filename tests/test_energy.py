@@ -230,9 +230,10 @@ def test_nan_log_density_at_the_initial_state_is_refused():
         x = pyro.sample("x", dist.Bernoulli(0.5))
         pyro.factor("nan", x * float("nan"))
 
-    # (with validation on, Pyro itself rejects the NaN factor; MCMC runs without it)
+    # the first trace validates the factor whatever the runner set (MCMC runs with
+    # validation off), and names its line
     with pyro.validation_enabled(False):
-        with pytest.raises(ValueError, match="initial state is nan.*'nan'"):
+        with pytest.raises(UnsupportedModelError, match='pyro.factor\\("nan".* is invalid'):
             DiscreteEnergy(model).initial_codes(1)
 
 
@@ -432,6 +433,25 @@ def test_invalid_distribution_met_during_a_run_names_the_site():
             "the state \\{'x': 2\\} \\(ValueError: Expected parameter probs",
         ):
             energy.log_joint(torch.tensor([[2, 0]]))
+
+
+def _invalid_likelihood():
+    x = pyro.sample("x", dist.Bernoulli(0.5))
+    pyro.sample("y", dist.Bernoulli(probs=1.5 - 2 * x), obs=torch.tensor(1.0))
+
+
+@pytest.mark.parametrize("runner", [pyro.infer.MCMC, pyro_gwg.MCMC])
+def test_invalid_parameters_are_refused_although_the_runner_turns_validation_off(runner):
+    # both runners turn Pyro's validation off (disable_validation=True), under which
+    # torch clamps the invalid probabilities of the likelihood and the run went on,
+    # silently wrong; the first trace validates them whatever the runner set
+    mcmc = runner(GWG(_invalid_likelihood), num_samples=2, warmup_steps=1, disable_progbar=True)
+    with pytest.raises(
+        UnsupportedModelError,
+        match="distribution of the site sampled at .*"
+        '\\(pyro.sample\\("y".* is invalid at the state',
+    ):
+        mcmc.run()
 
 
 def _branch_item():
