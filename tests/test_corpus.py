@@ -254,27 +254,28 @@ BATCHED_RUNS = [
 ] + [(name, "GWG") for name in GWG_ONLY]
 
 
-def _run_batched(name, kernel):
-    """Draws ``[C, T, D]`` of ``kernel`` on corpus model ``name`` in pyro_gwg.MCMC."""
-    entry = CORPUS[name]
-    num_chains, num_samples, warmup = FEWER.get(name, SIZES[kernel])
+def _run(name, kernel, runner, sizes):
+    """Draws ``[C, T, D]`` of ``kernel`` on corpus model ``name`` in ``runner``
+    (``pyro_gwg.MCMC`` or ``pyro.infer.MCMC``), ``sizes = (chains, draws, warmup)``."""
+    num_chains, num_samples, warmup = sizes
     pyro.set_rng_seed(0)
     sampler = make_kernel(kernel, name)
-    mcmc = pyro_gwg.MCMC(
+    mcmc = runner(
         sampler,
         num_samples=num_samples,
         warmup_steps=warmup,
         num_chains=num_chains,
         disable_progbar=True,
     )
-    mcmc.run(*entry.args)
+    mcmc.run(*CORPUS[name].args)
     return _codes_from_samples(sampler.energy, mcmc.get_samples(group_by_chain=True), num_chains)
 
 
 @pytest.mark.parametrize("name, kernel", BATCHED_RUNS, ids=["-".join(run) for run in BATCHED_RUNS])
 def test_batched_chains_match_the_exact_posterior(name, kernel):
     assert refusal(kernel, _layout(name)) is None, "choose kernels that apply"
-    worst = assert_exact(_run_batched(name, kernel), _ground_truth(name), ALPHA)
+    sizes = FEWER.get(name, SIZES[kernel])
+    worst = assert_exact(_run(name, kernel, pyro_gwg.MCMC, sizes), _ground_truth(name), ALPHA)
     print("{} {}: max |z| {:.2f}".format(name, kernel, worst))
 
 
@@ -289,18 +290,6 @@ PYRO_RUNS = [
 
 @pytest.mark.parametrize("name, kernel", PYRO_RUNS, ids=["-".join(run) for run in PYRO_RUNS])
 def test_pyro_mcmc_chains_match_the_exact_posterior(name, kernel):
-    entry = CORPUS[name]
-    num_chains, num_samples, warmup = 2, 600, 50
-    pyro.set_rng_seed(0)
-    sampler = make_kernel(kernel, name)
-    mcmc = pyro.infer.MCMC(
-        sampler,
-        num_samples=num_samples,
-        warmup_steps=warmup,
-        num_chains=num_chains,
-        disable_progbar=True,
-    )
-    mcmc.run(*entry.args)
-    codes = _codes_from_samples(sampler.energy, mcmc.get_samples(group_by_chain=True), num_chains)
+    codes = _run(name, kernel, pyro.infer.MCMC, (2, 600, 50))
     worst = assert_exact(codes, _ground_truth(name), ALPHA)
     print("{} {} in pyro.infer.MCMC: max |z| {:.2f}".format(name, kernel, worst))
