@@ -56,9 +56,15 @@ def name_list(names: Sequence[str], limit: int = 10, quote: bool = True) -> str:
     for name in names:
         match = re.fullmatch(r"(.*?)(\d+)", name)
         key = (match.group(1), int(match.group(2))) if match else None
-        if runs and key is not None and previous is not None and key == (
-            previous[0],
-            previous[1] + 1,
+        if (
+            runs
+            and key is not None
+            and previous is not None
+            and key
+            == (
+                previous[0],
+                previous[1] + 1,
+            )
         ):
             runs[-1].append(name)
         else:
