@@ -776,6 +776,13 @@ class _NoAot:
         monkeypatch.setattr(compilation, "try_aot_compile", lambda *args: self.calls.append(1))
 
 
+#: "auto" compiles with AOTInductor only where PyTorch has its packages (2.6 and later)
+needs_aot = pytest.mark.skipif(
+    not compilation.aot_available(), reason="no AOTInductor packages in this PyTorch"
+)
+
+
+@needs_aot
 @pytest.mark.parametrize("seconds", [0.2, 5.0])
 def test_a_compilation_of_a_second_or_more_is_announced_once(
     seconds, monkeypatch, tmp_path, capsys
@@ -803,6 +810,7 @@ def test_a_compilation_of_a_second_or_more_is_announced_once(
     )
 
 
+@needs_aot
 def test_the_kernel_weighs_compilation_against_the_draws_left_in_pyro_infer_mcmc(monkeypatch):
     # pyro.infer.MCMC does not tell its kernel how many draws it will ask for: the
     # kernel reads it from Pyro's sampling loop, so that the cost model refuses a
