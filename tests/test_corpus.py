@@ -293,3 +293,42 @@ def test_pyro_mcmc_chains_match_the_exact_posterior(name, kernel):
     codes = _run(name, kernel, pyro.infer.MCMC, (2, 600, 50))
     worst = assert_exact(codes, _ground_truth(name), ALPHA)
     print("{} {} in pyro.infer.MCMC: max |z| {:.2f}".format(name, kernel, worst))
+
+
+# ------------------------------------------------ the checks fail for broken samplers
+# (negative controls: the statistical tier above must be able to fail on the corpus's
+# models, for a broken kernel and for a broken bridge)
+
+
+def test_the_check_fails_for_a_broken_acceptance_ratio(monkeypatch):
+    # GWG without its proposal ratio q(x|x')/q(x'|x) is not exact
+    import pyro_gwg.proposals.gwg as gwg_math
+
+    name = "enumerated_in_plate_above_sampled"
+    exact = _ground_truth(name)
+    monkeypatch.setattr(
+        gwg_math, "move_log_prob", lambda logits, *a: logits.new_zeros(logits.shape[0])
+    )
+    codes = _run(name, "GWG", pyro_gwg.MCMC, SIZES["GWG"])
+    with pytest.raises(AssertionError, match="disagree with the exact posterior"):
+        assert_exact(codes, exact, ALPHA)
+
+
+def test_the_check_fails_for_a_bridge_that_maximises_over_enumerated_sites(monkeypatch):
+    # a bridge that takes the most probable value of an enumerated site instead of
+    # summing over its values (max-product for sum-product) targets another posterior
+    from pyro.ops.contract import contract_to_tensor
+    from pyro.ops.rings import MapRing
+
+    from pyro_gwg import _trace
+
+    name = "enumerated_in_plate_above_sampled"
+    exact = _ground_truth(name)
+    monkeypatch.setattr(
+        _trace,
+        "contract_to_tensor",
+        lambda *args, **kwargs: contract_to_tensor(*args, **{**kwargs, "ring": MapRing()}),
+    )
+    codes = _run(name, "GWG", pyro_gwg.MCMC, SIZES["GWG"])
+    with pytest.raises(AssertionError, match="disagree with the exact posterior"):
+        assert_exact(codes, exact, ALPHA)
