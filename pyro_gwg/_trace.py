@@ -15,6 +15,10 @@ internal it uses, so that a Pyro release that changes one fails there, by name:
   ``symbol_to_dim``, ``site["packed"]``) and ``pyro.ops.contract.contract_to_tensor``,
   with which :func:`contract_enumerated` sums enumerated sites out as Pyro's
   ``TraceEinsumEvaluator`` does;
+* the local variables of ``pyro.infer.mcmc.api``'s sampling loop ``_gen_samples``
+  (``warmup_steps``, ``num_samples``) and of its sequential runner
+  ``_UnarySampler.run`` (``i``, ``self.num_chains``), found on the call stack
+  (:func:`pyro_run_length`, :func:`pyro_sequential_chain`);
 * the private attributes of Pyro's HMC/NUTS (``_max_plate_nesting``,
   ``_jit_compile``) and of ``pyro.infer.MCMC`` (``_args``, ``_kwargs``, ``_samples``,
   ``_diagnostics``) (:func:`kernel_max_plate_nesting`, :func:`kernel_jit_compiles`,
@@ -348,6 +352,19 @@ def run_arguments(mcmc) -> Tuple[tuple, dict]:
     return tuple(getattr(mcmc, "_args", None) or ()), dict(getattr(mcmc, "_kwargs", None) or {})
 
 
+def _running_locals(function: Optional[Callable]) -> dict:
+    """The local variables of the innermost frame on the call stack that runs
+    ``function`` (found by its code object), or ``{}`` where none does (or where
+    ``function`` is ``None``: a Pyro version without it)."""
+    code = getattr(function, "__code__", None)
+    frame = sys._getframe(1)
+    while frame is not None and code is not None:
+        if frame.f_code is code:
+            return frame.f_locals
+        frame = frame.f_back
+    return {}
+
+
 def pyro_run_length() -> Optional[int]:
     """The number of draws, warmup included, that the :class:`pyro.infer.MCMC` chain
     being set up will ask of its kernel (``warmup_steps + num_samples`` of Pyro's
@@ -360,15 +377,27 @@ def pyro_run_length() -> Optional[int]:
     """
     from pyro.infer.mcmc import api
 
-    code = getattr(getattr(api, "_gen_samples", None), "__code__", None)
-    frame = sys._getframe(1)
-    while frame is not None and code is not None:
-        if frame.f_code is code:
-            warmup, samples = frame.f_locals.get("warmup_steps"), frame.f_locals.get("num_samples")
-            if isinstance(warmup, int) and isinstance(samples, int):
-                return warmup + samples
-            return None
-        frame = frame.f_back
+    found = _running_locals(getattr(api, "_gen_samples", None))
+    warmup, samples = found.get("warmup_steps"), found.get("num_samples")
+    if isinstance(warmup, int) and isinstance(samples, int):
+        return warmup + samples
+    return None
+
+
+def pyro_sequential_chain() -> Optional[Tuple[int, int, int]]:
+    """``(chain, number of chains, chain)`` where the caller runs inside the chains that
+    :class:`pyro.infer.MCMC` runs one after the other (``_UnarySampler.run``, found on
+    the call stack), else ``None``: the kernel's warnings come once per run, not once
+    per chain (see :class:`~pyro_gwg.kernels.base.DiscreteKernel`).
+
+    :rtype: tuple or None
+    """
+    from pyro.infer.mcmc import api
+
+    found = _running_locals(getattr(getattr(api, "_UnarySampler", None), "run", None))
+    chain, sampler = found.get("i"), found.get("self")
+    if isinstance(chain, int) and isinstance(getattr(sampler, "num_chains", None), int):
+        return chain, sampler.num_chains, chain
     return None
 
 

@@ -41,6 +41,7 @@ from pyro.infer.mcmc.api import MCMC as _PyroMCMC
 from pyro_gwg import _trace
 from pyro_gwg.mcmc import MCMC as _BatchedMCMC
 from pyro_gwg.mcmc import smallest_int_dtype
+from pyro_gwg.sites import support_is_discrete
 
 __all__ = ["to_inference_data", "typed_samples"]
 
@@ -480,10 +481,10 @@ class _ModelView:
         site = self.latent.get(name)
         if site is None:
             return False
-        try:
-            return bool(site["fn"].support.is_discrete)
-        except NotImplementedError:  # a support that depends on other values
+        discrete = support_is_discrete(site["fn"].support)
+        if discrete is None:  # a support that depends on other values: typed by its values
             return not site["value"].is_floating_point()
+        return discrete
 
     # ---------------------------------------------------------------- evaluation
     def can_condition(self, samples: Mapping[str, torch.Tensor]) -> bool:

@@ -42,6 +42,7 @@ __all__ = [
     "base_constraint",
     "build_layout",
     "classify_site",
+    "support_is_discrete",
     "unwrap_distribution",
 ]
 
@@ -110,6 +111,18 @@ def base_constraint(support):
     while isinstance(support, constraints.independent):
         support = support.base_constraint
     return support
+
+
+def support_is_discrete(support) -> Optional[bool]:
+    """Whether a support (below any ``independent`` wrappers) is discrete; ``None`` for
+    a support that depends on other values (``constraints.dependent``), which torch
+    cannot classify.
+
+    :param support: a distribution's support.
+    :rtype: bool or None
+    """
+    support = base_constraint(support)
+    return None if constraints.is_dependent(support) else bool(support.is_discrete)
 
 
 @dataclass
@@ -293,16 +306,15 @@ def classify_site(name: str, fn, value: torch.Tensor) -> DiscreteSite:
     """
     base_dist = unwrap_distribution(fn)
     dist_name = type(base_dist).__name__
-    try:
-        support = base_constraint(fn.support)
-        is_discrete = support.is_discrete
-    except NotImplementedError:
+    support = base_constraint(fn.support)
+    is_discrete = support_is_discrete(support)
+    if is_discrete is None:
         raise UnsupportedModelError(
             "Cannot determine the support of latent site '{}' ({}): its support is "
             "not a fixed constraint. pyro-gwg supports {}. Give the distribution a "
             "concrete discrete support, observe the site, or mark it "
             "infer={{'enumerate': 'parallel'}} to sum it out.".format(name, dist_name, _SUPPORTED)
-        ) from None
+        )
     if not is_discrete:
         raise UnsupportedModelError(
             "Latent site '{}' is continuous ({}, support {}). GWG and the other "

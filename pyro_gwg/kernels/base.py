@@ -19,14 +19,12 @@ from __future__ import annotations
 
 import functools
 import math
-import sys
 import warnings
 from abc import abstractmethod
 from typing import Dict, List, NamedTuple, Optional, Tuple, Union
 
 import torch
 from pyro.infer.autoguide.initialization import init_to_sample
-from pyro.infer.mcmc import api as _pyro_mcmc_api
 from pyro.infer.mcmc.mcmc_kernel import MCMCKernel
 
 from pyro_gwg import _trace
@@ -243,7 +241,7 @@ class DiscreteKernel(MCMCKernel):
                 "{} needs a model: {}(model).".format(type(self).__name__, type(self).__name__)
             )
         self._reset()
-        self._block = block = self.block_of_run or _pyro_sequential_chain() or (0, 1, 0)
+        self._block = block = self.block_of_run or _trace.pyro_sequential_chain() or (0, 1, 0)
         if block[0] == 0:
             self._run_report = _RunReport()
         warmup_steps = check_integer("warmup_steps", warmup_steps, 0)
@@ -638,25 +636,6 @@ class _RunReport:
         self.slow_chains += slow_chains
         self.num_chains += codes.shape[0]
         self.steps = steps
-
-
-#: the generator of :class:`pyro.infer.MCMC` that runs chains one after the other
-_UNARY_RUN = getattr(getattr(_pyro_mcmc_api, "_UnarySampler", None), "run", None)
-
-
-def _pyro_sequential_chain() -> Optional[Tuple[int, int, int]]:
-    """``(chain, number of chains, chain)`` where the caller runs inside the sequential
-    chains of :class:`pyro.infer.MCMC`, else ``None``."""
-    code = getattr(_UNARY_RUN, "__code__", None)
-    frame = sys._getframe(1)
-    while frame is not None and code is not None:
-        if frame.f_code is code:
-            chain, sampler = frame.f_locals.get("i"), frame.f_locals.get("self")
-            if isinstance(chain, int) and isinstance(getattr(sampler, "num_chains", None), int):
-                return chain, sampler.num_chains, chain
-            return None
-        frame = frame.f_back
-    return None
 
 
 def _leave_probabilities(energy, codes: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
