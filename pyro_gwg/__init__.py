@@ -6,7 +6,7 @@ enumeration, diagnostics, the discrete model library); :mod:`pyro_gwg.contrib`
 optional dependencies (ArviZ, scikit-learn) load when first used.
 """
 
-from pyro_gwg import _deprecated, diagnostics, enumeration, kernels, models, proposals
+from pyro_gwg import diagnostics, enumeration, kernels, models, proposals
 from pyro_gwg.compilation import CompilationWarning
 from pyro_gwg.energy import BatchingWarning, DiscreteEnergy
 from pyro_gwg.enumeration import exact_posterior
@@ -41,10 +41,3 @@ __all__ = [
     "to_inference_data",
     "typed_samples",
 ]
-
-_deprecated.install_finder()
-
-
-def __getattr__(name: str):
-    # the moved modules (pyro_gwg.enum, pyro_gwg.estimators, ...), with a warning
-    return _deprecated.moved_attribute(__name__, name)

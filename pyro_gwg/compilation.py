@@ -84,7 +84,6 @@ __all__ = [
     "choose_backend",
     "compile_function",
     "export_compile",
-    "inductor_compile",
     "make_fx_compile",
     "trace_compile",
 ]
@@ -101,9 +100,6 @@ FALLBACKS: Dict[str, Tuple[str, ...]] = {
     "make_fx": ("trace",),
     "trace": (),
 }
-
-#: names that still work, with a DeprecationWarning: ``"inductor"`` was the make_fx route
-DEPRECATED_BACKENDS = {"inductor": "make_fx"}
 
 #: fragments of the error messages of failures a compiler is known for: falling back
 #: from them is expected (logged at debug level, no warning)
@@ -779,21 +775,6 @@ def make_fx_compile(fn: Callable, example_inputs: Sequence[torch.Tensor]) -> Cal
     return _on_inputs(compiled, example_inputs)
 
 
-def inductor_compile(fn: Callable, example_inputs: Sequence[torch.Tensor]) -> Callable:
-    """Deprecated name of :func:`make_fx_compile`.
-
-    :param callable fn: a function of tensors returning a tuple of tensors.
-    :param example_inputs: example arguments.
-    """
-    warnings.warn(
-        "inductor_compile is deprecated; use make_fx_compile (the same compiler), or "
-        "export_compile (public PyTorch APIs only).",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return make_fx_compile(fn, example_inputs)
-
-
 _COMPILERS = {
     "aot": aot_compile,
     "compile": export_compile,
@@ -843,15 +824,6 @@ def choose_backend(device: torch.device | str = "cpu") -> str:
 
 
 def _resolve(backend: str, device: torch.device | str) -> str:
-    if backend in DEPRECATED_BACKENDS:
-        replacement = DEPRECATED_BACKENDS[backend]
-        warn(
-            "backend={!r} is deprecated; use {!r} (the same compiler), or 'default'.".format(
-                backend, replacement
-            ),
-            DeprecationWarning,
-        )
-        return replacement
     if backend == "default":
         return choose_backend(device)
     if backend not in BACKENDS:
@@ -886,8 +858,7 @@ def compile_function(fn: Callable, example_inputs: tuple, backend: str) -> Optio
     :param tuple example_inputs: example arguments (tensors).
     :param str backend: ``"default"`` (the compiler :func:`choose_backend` picks for
         the device of ``example_inputs``), ``"aot"``, ``"compile"``, ``"make_fx"`` or
-        ``"trace"``
-        (``"inductor"``, deprecated, means ``"make_fx"``).
+        ``"trace"``.
     :rtype: callable or None
     :raises ValueError: for an unknown ``backend``.
     """

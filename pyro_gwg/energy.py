@@ -45,7 +45,6 @@ import contextlib
 import math
 import os
 import traceback
-import warnings
 from functools import partial
 from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
@@ -1434,18 +1433,6 @@ def invalid_evaluations(
         state = torch.where(flag, state, first)
         flag = flag | bad.any()
     return flag, state
-
-
-def __getattr__(name: str):
-    if name == "guess_max_plate_nesting":  # moved with the rest of the Pyro-trace plumbing
-        warnings.warn(
-            "pyro_gwg.energy.guess_max_plate_nesting is deprecated: the Pyro-trace "
-            "plumbing lives in pyro_gwg._trace (guess_max_plate_nesting) now.",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return _trace.guess_max_plate_nesting
-    raise AttributeError("module {!r} has no attribute {!r}".format(__name__, name))
 
 
 #: torch's allocation failure (``torch.cuda.OutOfMemoryError`` before torch 2.5)

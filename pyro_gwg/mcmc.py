@@ -1292,16 +1292,3 @@ def _check_initial_params(initial_params, num_chains: int) -> Optional[Dict[str,
             )
         out[name] = value
     return out
-
-
-def __getattr__(name: str):
-    if name == "AUTO_INDUCTOR_MIN_SIZE":  # the size threshold the cost model replaced
-        warnings.warn(
-            "AUTO_INDUCTOR_MIN_SIZE is no longer used: jit_compile='auto' weighs the "
-            "measured time per step against the predicted compile time (see "
-            "pyro_gwg.compilation.worth_compiling).",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return 25 * 10**7
-    raise AttributeError("module {!r} has no attribute {!r}".format(__name__, name))

@@ -29,7 +29,6 @@ from pyro.distributions import constraints
 from pyro.distributions.torch_distribution import ExpandedDistribution, MaskedDistribution
 from torch.distributions import Categorical, Independent
 
-from pyro_gwg._deprecated import renamed_method
 from pyro_gwg.proposals.layout import CoordinateLayout
 
 __all__ = [
@@ -250,9 +249,6 @@ class DiscreteSite:
             inside = (value >= lower) & (value <= upper)
             self._refuse(what, value, ~inside, self._support_text())
         return codes
-
-    encode = renamed_method("DiscreteSite", "encode", "values_from_codes")
-    decode = renamed_method("DiscreteSite", "decode", "codes_from_values")
 
     def _support_text(self) -> str:
         if self.kind == BINARY:

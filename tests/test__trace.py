@@ -247,16 +247,6 @@ def test_run_accessors_on_other_runners():
     assert _trace.run_chain_statistics(object()) is None
 
 
-def test_energy_guess_max_plate_nesting_is_deprecated():
-    import pyro_gwg.energy as energy
-
-    with pytest.warns(DeprecationWarning, match="pyro_gwg._trace"):
-        guess = energy.guess_max_plate_nesting
-    assert guess is _trace.guess_max_plate_nesting
-    with pytest.raises(AttributeError):
-        energy.no_such_name  # noqa: B018
-
-
 def test_converter_refuses_a_subsampled_plate():
     from pyro_gwg import to_inference_data
 
@@ -279,7 +269,7 @@ def test_converter_refuses_a_subsampled_plate():
 
 
 def test_continuous_targets_refuse_a_subsampled_plate():
-    from pyro_gwg.continuous import check_continuous_model
+    from pyro_gwg.contrib.continuous import check_continuous_model
 
     def model():
         theta = pyro.sample("theta", dist.Normal(0.0, 1.0))

@@ -275,12 +275,6 @@ def test_the_documented_enumerated_model_runs_without_a_compilation_warning(recw
     assert set(mcmc.get_samples()) == {"x"}
 
 
-def test_inductor_compile_is_a_deprecated_name_of_make_fx_compile():
-    with pytest.deprecated_call():
-        compiled = compilation.inductor_compile(lambda x: (x + 1,), (torch.zeros(3),))
-    assert torch.equal(compiled(torch.zeros(3))[0], torch.ones(3))
-
-
 #: one kernel of each kind of transition: single-coordinate gradient moves, paths,
 #: factorised proposals, the jump process, evaluation of many states
 MAKE_FX_KERNELS = {"GWG", "PAS", "NCG", "DLMC", "Gibbs"}
@@ -469,13 +463,6 @@ def test_aot_packages_are_cached_on_disk_and_damaged_ones_are_compiled_afresh(
         CompilationWarning, match="cached package .*{}.* is damaged".format(re.escape(package.name))
     ):
         assert compilation.cached_aot(key, (x,)) is None
-
-
-def test_the_old_size_threshold_is_a_deprecated_name():
-    import pyro_gwg.mcmc
-
-    with pytest.deprecated_call(match="worth_compiling"):
-        assert pyro_gwg.mcmc.AUTO_INDUCTOR_MIN_SIZE > 0
 
 
 def _scalar_probability_model():

@@ -124,20 +124,6 @@ def test_the_sampling_bound_of_the_number_of_flips_is_the_next_power_of_two():
     assert flips_bound(5, 6) == 6
 
 
-def test_deprecated_entry_points_still_work_and_warn():
-    energy = pyro_gwg.DiscreteEnergy(*SUITE["coupled_binary_field"])
-    kernel = pyro_gwg.NCG()
-    with pytest.warns(DeprecationWarning, match="bind is deprecated"):
-        kernel.bind(energy)
-    with pytest.warns(DeprecationWarning, match="init_state is deprecated"):
-        state = kernel.init_state(energy.initial_codes(2))
-    with pytest.warns(DeprecationWarning, match="step is deprecated"):
-        state, info = kernel.step(state)
-    assert info.accepted.shape == (2,)
-    with pytest.warns(DeprecationWarning, match="initial_step_size"):
-        assert pyro_gwg.AVG(initial_step_size=0.3).step_size == 0.3
-
-
 def test_a_chain_driver_on_a_tempered_density_reads_that_density():
     # the gradient-free kernels once ignored the density given to their step
     energy = pyro_gwg.DiscreteEnergy(_ising_model)

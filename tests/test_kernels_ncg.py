@@ -136,7 +136,7 @@ def test_exactness_check_fails_without_the_auxiliary_gaussian(monkeypatch):
 def test_step_size_adapts_toward_the_target_acceptance(kernel, start):
     model, args = SUITE["binomial_ordinal"]
     pyro.set_rng_seed(0)
-    sampler = KERNELS[kernel](model, initial_step_size=start, jit_compile=True)
+    sampler = KERNELS[kernel](model, step_size=start, jit_compile=True)
     draw_codes(sampler, 32, 100, 150, *args)
     stats = sampler.diagnostics()
     eps = stats["step_size"]

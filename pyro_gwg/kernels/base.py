@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import functools
 import math
-import warnings
 from abc import abstractmethod
 from typing import Dict, List, NamedTuple, Optional, Tuple, Union
 
@@ -475,65 +474,6 @@ class DiscreteKernel(MCMCKernel):
         """Kernel-specific advice appended to the stuck-chain warning."""
         return ""
 
-    # --------------------------------------------------------------- deprecated
-    def _deprecated(self, name: str, instead: str) -> None:
-        warnings.warn(
-            "{}.{} is deprecated: {}.".format(type(self).__name__, name, instead),
-            DeprecationWarning,
-            stacklevel=3,
-        )
-
-    def bind(self, energy) -> None:
-        """Deprecated: use :meth:`build` (an ``(init, step)`` pair) or
-        :meth:`driver_for` (a chain driver) on the density.
-
-        :param energy: the density to sample.
-        """
-        self._deprecated("bind", "use kernel.build(density) or kernel.driver_for(density)")
-        self._reset()
-        self._check_density(energy)
-        self.energy = energy
-
-    def _algorithm_for(self, value_and_grad) -> Algorithm:
-        density = self.energy
-        if value_and_grad is not None and value_and_grad != density.value_and_grad:
-            density = _GivenValueAndGrad(density.layout, value_and_grad)
-        return self.build(density)
-
-    def init_state(self, codes: torch.Tensor, value_and_grad=None) -> NamedTuple:
-        """Deprecated: ``kernel.build(density).init(codes)``.
-
-        :param torch.Tensor codes: long ``[C, D]`` states.
-        :param callable value_and_grad: the density's ``value_and_grad`` (default: the
-            bound one's).
-        """
-        self._deprecated("init_state", "use kernel.build(density).init(codes)")
-        return self._algorithm_for(value_and_grad).init(codes)
-
-    def step(self, state: NamedTuple, value_and_grad=None) -> Tuple[NamedTuple, NamedTuple]:
-        """Deprecated: ``kernel.build(density).step(state)``.
-
-        :param NamedTuple state: from :meth:`init_state` or a previous step.
-        :param callable value_and_grad: as for :meth:`init_state`.
-        """
-        self._deprecated("step", "use kernel.build(density).step(state)")
-        return self._algorithm_for(value_and_grad).step(state)
-
-    def advance(
-        self, num_steps: int, code_dtype: torch.dtype = torch.long, backend: Optional[str] = "trace"
-    ) -> Tuple[NamedTuple, torch.Tensor, torch.Tensor]:
-        """Deprecated: ``kernel.driver.run(num_steps, observe, every=num_steps)``.
-
-        :returns: ``(info, codes, log_joint)`` of the ``num_steps`` transitions.
-        """
-        self._deprecated("advance", "use kernel.driver.run(num_steps, observe)")
-        blocks: List[tuple] = []
-        if self.jit_compile == "auto" and self.driver.backend is not None:
-            self.driver.backend = backend
-        self.driver.run(num_steps, lambda t, *block: blocks.append(block), num_steps, code_dtype)
-        info = type(blocks[0][0])(*(torch.cat(f, 1) for f in zip(*(b[0] for b in blocks))))
-        return info, torch.cat([b[1] for b in blocks], 1), torch.cat([b[2] for b in blocks], 1)
-
     # --------------------------------------------------------------- state
     @property
     def params(self) -> Optional[Dict[str, torch.Tensor]]:
@@ -681,14 +621,3 @@ def _leave_probabilities(energy, codes: torch.Tensor, mask: torch.Tensor) -> tor
     leave = torch.sigmoid(delta.logsumexp(-1))
     leave = leave.masked_fill(valid.any(-1) & ~probed, 1.0)
     return leave.masked_fill(~mask, 0.0)
-
-
-class _GivenValueAndGrad(NamedTuple):
-    """A density from a ``value_and_grad`` function (the deprecated ``init_state`` /
-    ``step`` arguments)."""
-
-    layout: object
-    value_and_grad: object
-
-    def log_joint(self, codes: torch.Tensor) -> torch.Tensor:
-        return self.value_and_grad(codes)[0]

@@ -14,7 +14,6 @@ the running average of the warmup iterates.
 from __future__ import annotations
 
 import math
-import warnings
 from typing import Optional, Union
 
 import torch
@@ -57,7 +56,6 @@ class FactorisedKernel(DiscreteKernel):
         coordinates (``Poisson``, ``Geometric``, ...): they move to values within
         ``window`` of the current one. Coordinates with a finite support range over
         all of it.
-    :param float initial_step_size: deprecated name of ``step_size``.
     :param jit_compile: compilation of the whole transition: ``"auto"`` (default),
         ``True``, ``"inductor"``, ``"make_fx"`` or ``False``; see
         :class:`~pyro_gwg.DiscreteKernel`.
@@ -79,19 +77,10 @@ class FactorisedKernel(DiscreteKernel):
         adapt_step_size: bool = True,
         target_accept_prob: float = 0.574,
         window: int = 10,
-        initial_step_size: Optional[float] = None,
         jit_compile: Union[bool, str] = "auto",
         max_plate_nesting: Optional[int] = None,
         init_strategy=init_to_sample,
     ) -> None:
-        if initial_step_size is not None:
-            warnings.warn(
-                "{}(initial_step_size=...) is deprecated: step_size is where the "
-                "adaptation starts (as in Pyro's HMC).".format(type(self).__name__),
-                DeprecationWarning,
-                stacklevel=2,
-            )
-            step_size = initial_step_size if step_size is None else step_size
         if step_size is not None:
             check_number("step_size", step_size, 0, math.inf, low_open=True, high_open=True)
         self.step_size = float(step_size or type(self).default_step_size)
@@ -106,11 +95,6 @@ class FactorisedKernel(DiscreteKernel):
             max_plate_nesting=max_plate_nesting,
             init_strategy=init_strategy,
         )
-
-    @property
-    def initial_step_size(self) -> float:
-        """Deprecated name of :attr:`step_size` (where the adaptation starts)."""
-        return self.step_size
 
     def build(self, density) -> Algorithm:
         """The kernel's algorithm on ``density`` with its step size and window (see
@@ -166,7 +150,6 @@ class NCG(FactorisedKernel):
         ``target_accept_prob`` and freeze it afterwards (default ``True``).
     :param float target_accept_prob: target of the adaptation (default 0.574).
     :param int window: half-width of the candidate window of unbounded ordinals.
-    :param float initial_step_size: deprecated name of ``step_size``.
     :param jit_compile: compilation of the whole transition: ``"auto"`` (default),
         ``True``, ``"inductor"``, ``"make_fx"`` or ``False``; see
         :class:`~pyro_gwg.DiscreteKernel`.

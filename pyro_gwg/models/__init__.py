@@ -1,6 +1,5 @@
 """Classic discrete targets written as ordinary, batch-friendly Pyro models."""
 
-from pyro_gwg._deprecated import moved_attribute
 from pyro_gwg.models.ebm import binary_ebm, categorical_ebm, mlp_energy
 from pyro_gwg.models.fhmm import (
     FHMMData,
@@ -95,28 +94,3 @@ __all__ = [
     "variable_selection_data",
     "variable_selection_exact",
 ]
-
-# names that moved to pyro_gwg.contrib: old name -> new module
-_MOVED = dict.fromkeys(
-    (
-        "FOUR_MODE_CENTRES",
-        "HIMMELBLAU_MODES",
-        "GaussianMixture",
-        "breast_cancer",
-        "four_mode_tanh",
-        "grid_moments",
-        "himmelblau",
-        "linear_regression",
-        "linear_regression_log_evidence",
-        "logistic_regression",
-        "logistic_regression_log_density",
-        "mode_probabilities",
-        "nearest_mode",
-    ),
-    "pyro_gwg.contrib.models",
-)
-_MOVED["RBMBlockGibbs"] = "pyro_gwg.contrib.kernels"
-
-
-def __getattr__(name: str):
-    return moved_attribute(__name__, name, _MOVED)

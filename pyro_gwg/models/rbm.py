@@ -23,7 +23,6 @@ import pyro.distributions as dist
 import torch
 import torch.nn.functional as F
 
-from pyro_gwg._deprecated import moved_attribute
 from pyro_gwg.driver import ChainDriver
 from pyro_gwg.proposals.algorithm import Algorithm
 from pyro_gwg.proposals.blocks import StepInfo
@@ -327,12 +326,3 @@ def train_rbm(
                 loss.backward()
                 optimizer.step()
     return RBMParams(*(p.detach() for p in params))
-
-
-def __getattr__(name: str):
-    # the block-Gibbs kernel moved to pyro_gwg.contrib.kernels
-    return moved_attribute(
-        __name__,
-        name,
-        dict.fromkeys(("RBMBlockGibbs", "RBMBlockGibbsState"), "pyro_gwg.contrib.kernels"),
-    )
