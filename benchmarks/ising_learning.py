@@ -115,6 +115,7 @@ from sampling_common import (
 )
 
 from pyro_gwg import AVG, GWG, MCMC, NCG, PAVG, Gibbs
+from pyro_gwg.bridge.density import DiscreteEnergy
 from pyro_gwg.contrib.estimators.driver import EstimatorEnergy, bind_kernel
 from pyro_gwg.contrib.train import (
     PCD,
@@ -123,7 +124,6 @@ from pyro_gwg.contrib.train import (
     learnable_ising,
     symmetric_couplings,
 )
-from pyro_gwg.energy import DiscreteEnergy
 from pyro_gwg.models import ising, lattice_couplings
 
 

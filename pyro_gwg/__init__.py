@@ -7,8 +7,9 @@ optional dependencies (ArviZ, scikit-learn) load when first used.
 """
 
 from pyro_gwg import diagnostics, enumeration, kernels, models, proposals
+from pyro_gwg.bridge.batching import BatchingWarning
+from pyro_gwg.bridge.density import DiscreteEnergy
 from pyro_gwg.compilation import CompilationWarning
-from pyro_gwg.energy import BatchingWarning, DiscreteEnergy
 from pyro_gwg.enumeration import exact_posterior
 from pyro_gwg.inference_data import to_inference_data, typed_samples
 from pyro_gwg.kernels import REGISTRY, DiscreteKernel

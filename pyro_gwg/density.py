@@ -26,7 +26,8 @@ from typing import Callable, Protocol, Tuple, runtime_checkable
 
 import torch
 
-from pyro_gwg.energy import _ATOL, _RTOL, invalid_evaluations
+from pyro_gwg.bridge.batching import ATOL, RTOL
+from pyro_gwg.bridge.nan import invalid_evaluations
 from pyro_gwg.proposals.layout import CoordinateLayout
 from pyro_gwg.proposals.ncg import CandidateGrid
 
@@ -198,8 +199,8 @@ class PotentialDensity:
         one_by_one = [self._value_and_grad(probe[i : i + 1]) for i in range(probe.shape[0])]
         f_one = torch.cat([r[0] for r in one_by_one])
         grad_one = torch.cat([r[1] for r in one_by_one])
-        same_f = torch.allclose(f, f_one, rtol=_RTOL, atol=_ATOL, equal_nan=True)
-        if not (same_f and torch.allclose(grad, grad_one, rtol=_RTOL, atol=_ATOL, equal_nan=True)):
+        same_f = torch.allclose(f, f_one, rtol=RTOL, atol=ATOL, equal_nan=True)
+        if not (same_f and torch.allclose(grad, grad_one, rtol=RTOL, atol=ATOL, equal_nan=True)):
             raise ValueError(
                 "log_density mixes the states of a batch: at the states {} it gives {} "
                 "evaluated together and {} one state at a time. It receives the relaxed "

@@ -31,9 +31,9 @@ from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 import torch
 
 from pyro_gwg import compilation
+from pyro_gwg.bridge.nan import invalid_evaluations
 from pyro_gwg.compilation import compile_function
 from pyro_gwg.density import traceable
-from pyro_gwg.energy import invalid_evaluations
 from pyro_gwg.proposals.algorithm import Algorithm
 from pyro_gwg.proposals.layout import CoordinateLayout
 

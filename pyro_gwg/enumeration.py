@@ -20,7 +20,7 @@ from torch.distributions import Categorical
 
 from pyro_gwg import _trace
 from pyro_gwg._validation import check_integer
-from pyro_gwg.energy import DiscreteEnergy
+from pyro_gwg.bridge.density import DiscreteEnergy
 from pyro_gwg.sites import UnsupportedModelError, build_layout, unwrap_distribution
 
 __all__ = [
@@ -63,7 +63,7 @@ class ExactPosterior:
     """The normalised posterior over all joint states of the latent discrete sites.
 
     States are numbered by :class:`StateIndex` over the flat layout of
-    :class:`~pyro_gwg.energy.DiscreteEnergy`. Marginals are accumulated from the states'
+    :class:`~pyro_gwg.bridge.density.DiscreteEnergy`. Marginals are accumulated from the states'
     values, a bounded number of (state, coordinate) entries at a time, never as a dense
     one-hot block of many states; a table that would not fit (see ``max_bytes``) is
     refused before it is allocated.

@@ -53,8 +53,8 @@ from tqdm.auto import tqdm
 
 from pyro_gwg import _trace, cluster
 from pyro_gwg._validation import check_bool, check_integer, is_integer
+from pyro_gwg.bridge.density import DiscreteEnergy
 from pyro_gwg.diagnostics import site_diagnostics
-from pyro_gwg.energy import DiscreteEnergy
 from pyro_gwg.kernels.base import DiscreteKernel
 
 __all__ = [

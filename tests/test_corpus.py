@@ -23,7 +23,7 @@ import pytest
 import torch
 from exactness import assert_exact
 from ordinary_models import CORPUS
-from test_energy import (
+from test_bridge_checks import (
     _branch_bool,
     _branch_item,
     _loop_over_latent_count,
@@ -172,7 +172,7 @@ def test_gwg_runs_in_pyro_mcmc(name):
     assert all(value.shape[0] == 3 for value in samples.values())
 
 
-# the must-refuse corpus: the models of tests/test_energy.py's "bad input" section that
+# the must-refuse corpus: the models of tests/test_bridge_checks.py's "bad input" section that
 # are module-level functions (the other refusals there, and in test_sites.py,
 # test__trace.py and test_kernels_base.py, are written inside their tests)
 MUST_REFUSE = {

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from pyro_gwg import GWG
-from pyro_gwg.energy import DiscreteEnergy
+from pyro_gwg.bridge.density import DiscreteEnergy
 from pyro_gwg.sbc import rank_statistics, sbc, uniformity_test
 
 

@@ -77,6 +77,7 @@ import torch
 import torch.distributed as dist
 
 from pyro_gwg._validation import check_integer, check_number
+from pyro_gwg.bridge.density import DiscreteEnergy
 from pyro_gwg.cluster import block_seeds
 from pyro_gwg.contrib.estimators.ais import FactorisedBase
 from pyro_gwg.contrib.estimators.driver import (
@@ -85,7 +86,6 @@ from pyro_gwg.contrib.estimators.driver import (
     check_kernel,
     run_kernel,
 )
-from pyro_gwg.energy import DiscreteEnergy
 from pyro_gwg.kernels.base import DiscreteKernel
 from pyro_gwg.kernels.ncg import PAVG
 from pyro_gwg.models.ebm import binary_ebm, categorical_ebm

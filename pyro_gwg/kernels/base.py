@@ -29,9 +29,9 @@ from pyro.infer.mcmc.mcmc_kernel import MCMCKernel
 from pyro_gwg import _trace
 from pyro_gwg._validation import check_integer
 from pyro_gwg._warn import name_list, warn
+from pyro_gwg.bridge.density import DiscreteEnergy
 from pyro_gwg.compilation import CompilationWarning
 from pyro_gwg.driver import ChainDriver, checked_algorithm
-from pyro_gwg.energy import DiscreteEnergy
 from pyro_gwg.proposals.algorithm import Algorithm
 from pyro_gwg.sites import BINARY, UnsupportedModelError
 
@@ -538,7 +538,7 @@ class DiscreteKernel(MCMCKernel):
 class _RunReport:
     """What the blocks of chains of one run found, for the warnings at its end (one per
     cause): the ``Categorical`` sites checked, how the model evaluates several states
-    (chosen once, with its :class:`~pyro_gwg.energy.BatchingWarning`), whether it
+    (chosen once, with its :class:`~pyro_gwg.bridge.batching.BatchingWarning`), whether it
     failed to compile (with its :class:`~pyro_gwg.compilation.CompilationWarning`), the
     chains that hardly moved and, over
     the chains, the coordinates that never changed, whether the chains hold them at

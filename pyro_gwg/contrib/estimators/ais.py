@@ -34,6 +34,7 @@ import torch
 
 from pyro_gwg import cluster
 from pyro_gwg._validation import check_integer
+from pyro_gwg.bridge.density import DiscreteEnergy
 from pyro_gwg.contrib.estimators.driver import (
     EstimatorEnergy,
     bind_kernel,
@@ -42,7 +43,6 @@ from pyro_gwg.contrib.estimators.driver import (
     uses_gradient,
 )
 from pyro_gwg.contrib.estimators.weights import effective_sample_size, log_mean_exp, log_mean_exp_se
-from pyro_gwg.energy import DiscreteEnergy
 from pyro_gwg.enumeration import StateIndex
 from pyro_gwg.kernels.base import DiscreteKernel
 from pyro_gwg.mcmc import RAY_CHAINS_PER_BLOCK

@@ -54,6 +54,7 @@ from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple, Union
 import torch
 
 from pyro_gwg import cluster
+from pyro_gwg.bridge.density import DiscreteEnergy
 from pyro_gwg.contrib.estimators.driver import (
     EstimatorEnergy,
     bind_kernel,
@@ -67,7 +68,6 @@ from pyro_gwg.contrib.estimators.weights import (
     residual_resample,
 )
 from pyro_gwg.driver import ChainDriver
-from pyro_gwg.energy import DiscreteEnergy
 from pyro_gwg.enumeration import StateIndex, exact_posterior
 from pyro_gwg.kernels.base import DiscreteKernel
 from pyro_gwg.models.ising import ising

@@ -21,8 +21,8 @@ from typing import NamedTuple, Optional, Tuple
 
 import torch
 
+from pyro_gwg.bridge.density import DiscreteEnergy
 from pyro_gwg.driver import ChainDriver
-from pyro_gwg.energy import DiscreteEnergy
 from pyro_gwg.kernels.base import DiscreteKernel
 
 __all__ = ["EstimatorEnergy", "bind_kernel", "check_kernel", "run_kernel"]

@@ -1,0 +1,173 @@
+"""The energy a compiler traces: the whole ``value_and_grad`` traced by
+:func:`~pyro_gwg.compilation.trace_compile` (``jit_compile=True``), the view of the
+energy that a compiled transition traces (:class:`TraceableEnergy`), and the tensors
+such a function takes as arguments instead of freezing them (``inputs`` and the
+model's ``pyro.param`` sites)."""
+
+from __future__ import annotations
+
+import contextlib
+from functools import partial
+from typing import TYPE_CHECKING, Callable, Iterator, NamedTuple, Sequence, Tuple
+
+import pyro
+import torch
+
+from pyro_gwg.bridge.batching import ATOL, RTOL
+from pyro_gwg.bridge.errors import first_line, out_of_memory
+from pyro_gwg.compilation import trace_compile
+from pyro_gwg.proposals.layout import CoordinateLayout
+from pyro_gwg.sites import UnsupportedModelError
+
+if TYPE_CHECKING:
+    from pyro_gwg.bridge.density import DiscreteEnergy
+
+__all__ = ["Compiling", "TraceableEnergy"]
+
+
+class Compiling:
+    """Compilation of :class:`~pyro_gwg.bridge.density.DiscreteEnergy` (a part of it:
+    it traces the energy's evaluation)."""
+
+    def traceable_value_and_grad(self, num_chains: int):
+        """:meth:`value_and_grad` for ``num_chains`` chains, uncompiled and unchecked,
+        for callers that trace it inside a larger function (after one call of
+        :meth:`value_and_grad`, which runs the checks), inside :meth:`recording`."""
+        return partial(self._value_and_grad, num_chains=num_chains)
+
+    def traceable(self, num_chains: int) -> TraceableEnergy:
+        """The density a compiler traces for ``num_chains`` chains (see
+        :func:`pyro_gwg.density.traceable`): :meth:`traceable_value_and_grad` and the
+        batched :meth:`log_joint`, to be called inside :meth:`recording`."""
+        value_and_grad = self.traceable_value_and_grad(num_chains)
+        return TraceableEnergy(self, self.layout, self.log_joint, value_and_grad)
+
+    @property
+    def compilable(self) -> Tuple[str, ...]:
+        """Compilers that can compile a whole transition that evaluates this energy for
+        several states (see :mod:`pyro_gwg.compilation`): all for a model that broadcasts
+        (``"plate"``) or runs under :func:`torch.func.vmap` (traced through its ATen
+        graph), none for a model evaluated one state at a time, whose control flow
+        reads latent values or that reads ``pyro.module`` parameters (run eagerly)."""
+        if self.value_reads or self.batching == "loop" or self._module_params:
+            return ()
+        return ("aot", "compile", "make_fx", "trace")
+
+    def _compile(self, codes: torch.Tensor):
+        """Trace the whole ``value_and_grad`` (forward and backward pass); where the
+        tracer cannot follow a backward formula, trace the forward pass only and
+        differentiate the traced graph, as Pyro's HMC does."""
+        if self.value_reads:
+            raise UnsupportedModelError(
+                "jit_compile=True cannot compile this model: its Python control flow "
+                "reads latent values ({}), and a traced graph would follow one path "
+                "only. Use jit_compile=False (or the default 'auto', which runs such a "
+                "model eagerly).".format("; ".join(r.describe() for r in self.value_reads))
+            )
+        if self._module_params:
+            raise UnsupportedModelError(
+                "jit_compile=True cannot compile this model: it reads the parameters of "
+                "a pyro.module ({}), which a traced graph would hold as constants. Use "
+                "jit_compile=False (or the default 'auto', which runs such a model "
+                "eagerly), or make them pyro.param sites, which a compiled transition "
+                "takes as arguments.".format(", ".join(map(repr, self._module_params)))
+            )
+        num_chains = codes.shape[0]
+        with self.recording():
+            compiled = self._trace_value_and_grad(codes, num_chains)
+            for probe in (codes, self.layout.perturb(codes)):
+                f_jit, g_jit = compiled(probe)
+                f_eager, g_eager = self._value_and_grad(probe, num_chains)
+                if not (
+                    torch.allclose(f_jit, f_eager, rtol=RTOL, atol=ATOL, equal_nan=True)
+                    and torch.allclose(g_jit, g_eager, rtol=RTOL, atol=ATOL, equal_nan=True)
+                ):
+                    raise UnsupportedModelError(
+                        "jit_compile=True: the graph that torch.jit.trace recorded gives "
+                        "a different {} than the eager model at a second state, so it "
+                        "does not follow the model (an operation the tracer records as a "
+                        "constant, or value-dependent control flow it could not see). "
+                        "Use jit_compile=False (or the default 'auto', which then runs "
+                        "the model eagerly).".format(
+                            "log density"
+                            if not torch.allclose(f_jit, f_eager, rtol=RTOL, atol=ATOL)
+                            else "gradient"
+                        )
+                    )
+        self._compiled[num_chains] = compiled
+        return compiled
+
+    def _trace_value_and_grad(self, codes: torch.Tensor, num_chains: int):
+        try:
+            try:
+                return self._trace_with_arguments(
+                    lambda c: self._value_and_grad(c, num_chains), (codes,)
+                )
+            except RuntimeError:
+                forward = self._trace_with_arguments(
+                    lambda c, *r: self._forward(num_chains, c, *r),
+                    (codes, *self._relaxed(codes, False)),
+                )
+                return partial(self._value_and_grad, num_chains=num_chains, forward=forward)
+        except Exception as error:  # whatever the model raises under the tracer
+            if out_of_memory(error) or isinstance(error, UnsupportedModelError):
+                raise
+            raise UnsupportedModelError(
+                "torch.jit.trace could not trace the model ({}: {}); use jit_compile=False "
+                "(or the default 'auto', which then runs the model eagerly).".format(
+                    type(error).__name__, first_line(error)
+                )
+            ) from error
+
+    def _trace_with_arguments(self, fn: Callable, example: tuple) -> Callable:
+        """:func:`~pyro_gwg.compilation.trace_compile` of ``fn``, with the model's
+        :meth:`arguments` as further inputs of the trace (not constants), passed at
+        their values of each call."""
+        arguments = self.arguments()
+        size = len(example)
+
+        def taking(*tensors: torch.Tensor):
+            with self.reading(tensors[size:]):
+                return fn(*tensors[:size])
+
+        traced = trace_compile(taking, example + arguments)
+        return lambda *tensors: traced(*tensors, *self.arguments())
+
+    def arguments(self) -> Tuple[torch.Tensor, ...]:
+        """The tensors besides the states that a compiled function of this energy
+        takes as arguments, at their values now: those of ``inputs``, then those of
+        the model's ``pyro.param`` sites (:attr:`param_names`), read from the param
+        store, so that a parameter changed since the compilation (trained, or set
+        again) is used at its new value.
+
+        :rtype: tuple
+        """
+        store = pyro.get_param_store()
+        params = tuple(store.get_param(name).detach() for name in self.param_names)
+        return tuple((self.inputs or {}).values()) + params
+
+    @contextlib.contextmanager
+    def reading(self, arguments: Sequence[torch.Tensor]) -> Iterator[None]:
+        """Within this context the model reads ``arguments`` (a tracer's tensors, in
+        the order of :meth:`arguments`) in place of the values of ``inputs`` and of
+        the ``pyro.param`` sites."""
+        inputs = self.inputs if self.inputs is not None else {}
+        given = dict(inputs)
+        previous = self._param_values
+        inputs.update(zip(given, arguments))
+        self._param_values = dict(zip(self.param_names, arguments[len(given) :]))
+        try:
+            yield
+        finally:
+            inputs.update(given)
+            self._param_values = previous
+
+
+class TraceableEnergy(NamedTuple):
+    """A :class:`~pyro_gwg.density.Density` view of a :class:`DiscreteEnergy` for
+    compilers (see :meth:`DiscreteEnergy.traceable`); ``source`` is that energy."""
+
+    source: DiscreteEnergy
+    layout: CoordinateLayout
+    log_joint: Callable[[torch.Tensor], torch.Tensor]
+    value_and_grad: Callable[[torch.Tensor], Tuple[torch.Tensor, torch.Tensor]]

@@ -1,0 +1,258 @@
+"""The energy bridge (pyro_gwg/bridge/density.py): log joint and gradients from a model's
+trace."""
+
+import pyro
+import pyro.distributions as dist
+import pytest
+import torch
+from pyro import poutine
+from small_models import SUITE
+
+from pyro_gwg import DiscreteEnergy
+from pyro_gwg.sites import BINARY, ONE_HOT, ORDINAL
+
+pytestmark = pytest.mark.filterwarnings("ignore:Categorical site")
+
+
+def manual_grad(fn, *values):
+    values = [v.detach().clone().requires_grad_(True) for v in values]
+    f = fn(*values)
+    return f.detach(), torch.autograd.grad(f, values)
+
+
+def test_binary_model_value_and_grad():
+    logits = torch.tensor([0.5, -1.0, 2.0])
+    y = torch.tensor(1.3)
+
+    def model(y, scale=0.7):
+        with pyro.plate("bits", 3):
+            x = pyro.sample("x", dist.Bernoulli(logits=logits))
+        pyro.factor("pair", 0.4 * x[..., 0:1] * x[..., 1:2])
+        pyro.sample("y", dist.Normal(x.sum(-1, keepdim=True), scale), obs=y)
+
+    def manual(x):
+        return (
+            dist.Bernoulli(logits=logits).log_prob(x).sum()
+            + 0.4 * x[0] * x[1]
+            + dist.Normal(x.sum(), 0.5).log_prob(y)
+        )
+
+    energy = DiscreteEnergy(model, (y,), {"scale": 0.5})
+    assert [(s.name, s.kind) for s in energy.sites] == [("x", BINARY)]
+    codes = torch.tensor([[1, 0, 1]])
+    f, grad = energy.value_and_grad(codes)
+    f_ref, (g_ref,) = manual_grad(manual, codes[0].float())
+    assert torch.allclose(f, f_ref.reshape(1).double())
+    assert grad.shape == (1, 3, 1)  # all-scalar models pack one derivative per coordinate
+    assert torch.allclose(grad[0, :, 0], g_ref)
+
+
+def test_one_hot_gradient_is_own_logits_plus_the_downstream_gradient():
+    logits = torch.tensor([0.2, -0.4, 0.1])
+    locs = torch.tensor([-1.0, 0.5, 2.0])
+
+    def model():
+        z = pyro.sample("z", dist.OneHotCategorical(logits=logits))
+        pyro.sample("y", dist.Normal(z @ locs, 0.5), obs=torch.tensor(0.8))
+
+    energy = DiscreteEnergy(model)
+    assert energy.sites[0].kind == ONE_HOT
+    f, grad = energy.value_and_grad(torch.tensor([[2]]))
+    z = torch.tensor([0.0, 0.0, 1.0])
+    _, (g_down,) = manual_grad(lambda z: dist.Normal(z @ locs, 0.5).log_prob(torch.tensor(0.8)), z)
+    own = logits - logits.logsumexp(-1)
+    assert torch.allclose(grad[0, 0], own + g_down)
+    expected_f = own[2] + dist.Normal(2.0, 0.5).log_prob(torch.tensor(0.8))
+    assert torch.allclose(f, expected_f.reshape(1).double())
+
+
+def test_ordinal_gradients():
+    def model():
+        k = pyro.sample("k", dist.Binomial(5, 0.3))
+        n = pyro.sample("n", dist.Poisson(2.0))
+        pyro.sample("y", dist.Normal(k - 0.5 * n, 1.0), obs=torch.tensor(1.0))
+
+    def manual(k, n):
+        return (
+            dist.Binomial(5, 0.3).log_prob(k)
+            + dist.Poisson(2.0).log_prob(n)
+            + dist.Normal(k - 0.5 * n, 1.0).log_prob(torch.tensor(1.0))
+        )
+
+    energy = DiscreteEnergy(model)
+    assert [s.kind for s in energy.sites] == [ORDINAL, ORDINAL]
+    assert energy.layout.upper.tolist() == [5.0, float("inf")]
+    f, grad = energy.value_and_grad(torch.tensor([[2, 3]]))
+    f_ref, g_ref = manual_grad(manual, torch.tensor(2.0), torch.tensor(3.0))
+    assert torch.allclose(f, f_ref.reshape(1).double())
+    assert torch.allclose(grad[0, :, 0], torch.stack(g_ref))
+
+
+def test_enumerated_site_is_summed_out():
+    model, (y,) = SUITE["enumerated_switch"]
+    energy = DiscreteEnergy(model, (y,))
+    assert energy.enumerated == ["c"] and [s.name for s in energy.sites] == ["x"]
+    codes = torch.tensor([[1, 0, 1, 1]])
+    x = codes[0].float()
+    probs = torch.tensor([0.3, 0.5, 0.6, 0.4])
+    terms = torch.stack(
+        [
+            torch.tensor(w).log() + dist.Normal(shift + x.sum(), 0.8).log_prob(y)
+            for w, shift in ((0.3, -1.0), (0.7, 1.5))
+        ]
+    )
+    expected = dist.Bernoulli(probs).log_prob(x).sum() + terms.logsumexp(0)
+    assert torch.allclose(energy.log_joint(codes), expected.reshape(1).double())
+
+
+def test_scale_and_mask_are_honoured():
+    def model():
+        x = pyro.sample("x", dist.Bernoulli(0.3))
+        with poutine.scale(scale=2.5):
+            pyro.sample("y", dist.Normal(x, 1.0), obs=torch.tensor(0.4))
+        with poutine.mask(mask=False):
+            pyro.sample("ignored", dist.Normal(x, 1.0), obs=torch.tensor(100.0))
+
+    energy = DiscreteEnergy(model)
+    expected = dist.Bernoulli(0.3).log_prob(torch.tensor(1.0)) + 2.5 * dist.Normal(
+        1.0, 1.0
+    ).log_prob(torch.tensor(0.4))
+    assert torch.allclose(energy.log_joint(torch.tensor([[1]])), expected.reshape(1).double())
+
+
+def test_log_joint_is_summed_in_double_precision():
+    def model(offset):
+        pyro.sample("x", dist.Bernoulli(0.3).expand([2]).to_event(1))
+        pyro.factor("constant", torch.tensor(offset))
+
+    codes = torch.tensor([[0, 0], [1, 0], [1, 1]])
+    small = DiscreteEnergy(model, (0.0,)).log_joint(codes)
+    for offset in (1e7, 1e8):
+        large = DiscreteEnergy(model, (offset,)).log_joint(codes)
+        assert large.dtype == torch.float64
+        # differences between states survive a large constant term
+        assert torch.allclose(large - large[0], small - small[0], atol=1e-6)
+
+
+def test_non_finite_gradients_are_zero():
+    def model():
+        x = pyro.sample("x", dist.Bernoulli(0.5).expand([2]).to_event(1))
+        pyro.factor("sqrt", x[..., 0].sqrt())  # infinite derivative at 0
+
+    _, grad = DiscreteEnergy(model).value_and_grad(torch.tensor([[0, 1], [1, 1]]))
+    assert grad[0, 0, 0] == 0 and grad[1, 0, 0] == 0.5
+
+
+@pytest.mark.parametrize("value", [-1, 1.5, True, "2"])
+def test_bad_max_plate_nesting_is_refused(value):
+    def model():
+        pyro.sample("x", dist.Bernoulli(0.5))
+
+    with pytest.raises(ValueError, match="max_plate_nesting must be a non-negative integer"):
+        DiscreteEnergy(model, max_plate_nesting=value)
+
+
+def test_too_small_max_plate_nesting_names_the_site():
+    def model():
+        with pyro.plate("rows", 2, dim=-2), pyro.plate("cols", 2):
+            pyro.sample("x", dist.Bernoulli(0.5))
+
+    with pytest.raises(ValueError, match="max_plate_nesting=1 is too small: site 'x' uses 2"):
+        DiscreteEnergy(model, max_plate_nesting=1)
+
+
+def test_differentiable_log_joint_carries_parameter_gradients():
+    pyro.clear_param_store()
+
+    def model():
+        coupling = pyro.param("coupling", torch.tensor(0.7))
+        with pyro.plate("sites", 3):
+            x = pyro.sample("x", dist.Bernoulli(0.5))
+            pyro.factor("field", coupling * x)
+
+    energy = DiscreteEnergy(model)
+    codes = torch.tensor([[1, 1, 1], [1, 0, 1], [0, 1, 1]])
+    plain = energy.log_joint(codes)
+    assert not plain.requires_grad
+    value = energy.log_joint(codes, differentiable=True)
+    assert torch.allclose(value, plain)
+    (grad,) = torch.autograd.grad(value.sum(), pyro.param("coupling").unconstrained())
+    # d/d coupling of the log joints summed over the three states: 3 + 2 + 2 ones
+    assert torch.allclose(grad, torch.tensor(7.0))
+    batched = energy.log_joint(codes, batched=False, differentiable=True)
+    assert batched.requires_grad and torch.allclose(batched, plain)
+    pyro.clear_param_store()
+
+
+# ---------------------------------------------------------------- weighted own terms
+
+
+LOGITS = torch.tensor([[0.3, -1.2, 0.8], [1.5, 0.0, -0.7], [-0.2, 0.4, 0.1]])
+
+COUPLING = torch.tensor([[0.5, -0.3, 1.1], [-0.8, 0.2, 0.6], [0.9, -1.4, 0.0]])
+
+KEEP = torch.tensor([True, False, True])
+
+
+def _one_hot_site(kind, wrap):
+    def model():
+        with pyro.plate("items", 3):
+            fn = dist.OneHotCategorical(logits=LOGITS)
+            if kind == "categorical":
+                fn = dist.Categorical(logits=LOGITS)
+            if wrap == "dist.mask":
+                fn = fn.mask(KEEP)
+            if wrap == "scale":
+                with poutine.scale(scale=0.3):
+                    z = pyro.sample("z", fn)
+            elif wrap == "scale tensor":
+                with poutine.scale(scale=torch.tensor([2.0, 0.5, 1.5])):
+                    z = pyro.sample("z", fn)
+            elif wrap == "poutine.mask":
+                with poutine.mask(mask=KEEP):
+                    z = pyro.sample("z", fn)
+            else:
+                z = pyro.sample("z", fn)
+        if kind == "one-hot":  # a term linear in the one-hot values
+            pyro.factor("linear", (z * COUPLING).sum())
+
+    return model
+
+
+def _event_site(wrap):
+    # three one-hot coordinates as one event of a site with a batch of two
+    def model():
+        fn = dist.OneHotCategorical(logits=torch.stack([LOGITS, LOGITS.flip(0)])).to_event(1)
+        if wrap == "dist.mask":
+            fn = fn.mask(torch.tensor([False, True]))
+        with poutine.scale(scale=0.7):
+            z = pyro.sample("z", fn)
+        pyro.factor("linear", (z * COUPLING).sum())
+
+    return model
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        _one_hot_site(kind, wrap)
+        for kind in ("one-hot", "categorical")
+        for wrap in ("none", "scale", "scale tensor", "poutine.mask", "dist.mask")
+    ]
+    + [_event_site("none"), _event_site("dist.mask")],
+)
+def test_first_order_differences_are_exact_for_a_linear_energy(model):
+    # a one-hot value enters its own (scaled, masked) log-probability and the factor
+    # linearly, so the first-order estimate of every one-coordinate move must equal the
+    # change of the log joint: scales and masks of the site's own term included
+    energy = DiscreteEnergy(model)
+    num_coords = energy.layout.num_coords
+    states = torch.randint(0, 3, (4, num_coords), generator=torch.Generator().manual_seed(0))
+    log_joint, grad = energy.value_and_grad(states)
+    for i in range(num_coords):
+        for b in range(3):
+            moved = states.clone()
+            moved[:, i] = b
+            predicted = grad[:, i, b] - grad[:, i].gather(1, states[:, i, None])[:, 0]
+            actual = energy.log_joint(moved) - log_joint
+            torch.testing.assert_close(predicted.double(), actual, rtol=0, atol=1e-5)
