@@ -63,6 +63,7 @@ from sampling_common import (  # noqa: E402
     write_json,
 )
 
+from pyro_gwg.contrib.train import train_rbm  # noqa: E402
 from pyro_gwg.diagnostics import hamming_statistic  # noqa: E402
 from pyro_gwg.models import (  # noqa: E402
     categorical_rbm,
@@ -76,7 +77,6 @@ from pyro_gwg.models import (  # noqa: E402
     random_categorical_rbm,
     random_fhmm,
     rbm,
-    train_rbm,
 )
 from pyro_gwg.sites import UnsupportedModelError  # noqa: E402
 

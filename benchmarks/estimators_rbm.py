@@ -6,7 +6,7 @@ What is measured
 ----------------
 The target is the Pyro model ``pyro_gwg.models.rbm`` of an RBM with 64 visible units
 (the 8 x 8 digits, pixel > 8 set to 1) and ``--hidden`` hidden units, trained by
-``pyro_gwg.models.train_rbm`` (CD-10, Adam, ``--epochs`` passes). Its exact log
+``pyro_gwg.contrib.train.train_rbm`` (CD-10, Adam, ``--epochs`` passes). Its exact log
 normaliser sums the hidden units out and enumerates their ``2^H`` states
 (``rbm_log_partition`` less the visible Bernoulli normalisers of the model).
 
@@ -68,7 +68,8 @@ from sampling_common import (
 from pyro_gwg import GWG, Gibbs
 from pyro_gwg.contrib.estimators import activity_order, ais, arm, rbm_stages
 from pyro_gwg.contrib.kernels import RBMBlockGibbs
-from pyro_gwg.models import rbm, rbm_log_partition, train_rbm
+from pyro_gwg.contrib.train import train_rbm
+from pyro_gwg.models import rbm, rbm_log_partition
 from pyro_gwg.proposals.algorithm import Algorithm
 
 METHODS = (

@@ -4,7 +4,7 @@ steps, and ESS (Grathwohl et al. 2021, Fig. 3 and Appendix E).
 What is measured
 ----------------
 The target is an RBM with 64 visible units (the 8 x 8 scikit-learn digits, pixel > 8
-set to 1) and ``--hidden`` hidden units, trained by ``pyro_gwg.models.train_rbm``
+set to 1) and ``--hidden`` hidden units, trained by ``pyro_gwg.contrib.train.train_rbm``
 (CD-10, Adam, ``--epochs`` passes, learning rate ``--lr``), sampled as the Pyro model
 ``pyro_gwg.models.rbm`` (hidden units summed out). Ground truth: ``--truth-chains``
 block-Gibbs chains run for ``--truth-steps`` sweeps; a second, independent block-Gibbs
@@ -52,8 +52,9 @@ from sampling_common import (
 )
 
 from pyro_gwg.contrib.kernels import RBMBlockGibbs
+from pyro_gwg.contrib.train import train_rbm
 from pyro_gwg.diagnostics import hamming_statistic, mmd, reference_state
-from pyro_gwg.models import block_gibbs, rbm, train_rbm
+from pyro_gwg.models import block_gibbs, rbm
 
 DEFAULT_SAMPLERS = ("gibbs", "hb-10-1", "gwg", "lb", "block-gibbs")
 

@@ -19,7 +19,8 @@ import torch.nn.functional as F
 
 from pyro_gwg import GWG, Gibbs
 from pyro_gwg.contrib.estimators import ais, ais_log_likelihood, log_likelihood
-from pyro_gwg.models import RBMParams, rbm, rbm_log_partition, train_rbm
+from pyro_gwg.contrib.train import train_rbm
+from pyro_gwg.models import RBMParams, rbm, rbm_log_partition
 
 
 def digits_rbm(num_hidden: int = 16, epochs: int = 30, seed: int = 0):

@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass
 from typing import List
 
+import pyro
 import torch
 
 from pyro_gwg.diagnostics import site_diagnostics
@@ -121,3 +122,11 @@ def assert_exact(codes: torch.Tensor, posterior: ExactPosterior, alpha: float = 
         )
     )
     return abs(worst.z)
+
+
+def accept_probs(kernel, *args, num_chains: int = 32, num_steps: int = 20) -> torch.Tensor:
+    """The ``accept_prob`` statistic ``[C, T]`` of ``num_steps`` steps of ``kernel`` on
+    ``num_chains`` chains (:func:`draw_codes` without warmup, from seed 0)."""
+    pyro.set_rng_seed(0)
+    draw_codes(kernel, num_chains, num_steps, 0, *args)
+    return kernel.diagnostics()["accept_prob"]

@@ -1,6 +1,7 @@
-"""RBM model: density, exact log Z, block Gibbs, CD training; samplers on a tiny RBM.
+"""RBM model: density, exact log Z, block Gibbs; samplers on a tiny RBM.
 
-The block-Gibbs kernel is tested in ``tests/contrib/test_kernels.py``."""
+The block-Gibbs kernel is tested in ``tests/contrib/test_kernels.py``, CD training in
+``tests/contrib/test_train_rbm.py``."""
 
 import itertools
 
@@ -12,7 +13,6 @@ from exactness import assert_exact, draw_codes
 
 from pyro_gwg import GWG, DiscreteEnergy, Gibbs, exact_posterior
 from pyro_gwg.models import (
-    RBMParams,
     block_gibbs,
     categorical_rbm,
     cut_value,
@@ -24,7 +24,6 @@ from pyro_gwg.models import (
     rbm,
     rbm_log_density,
     rbm_log_partition,
-    train_rbm,
 )
 
 
@@ -83,22 +82,6 @@ def test_samplers_sample_a_tiny_rbm_exactly(make):
     pyro.set_rng_seed(0)
     codes = draw_codes(make(rbm, jit_compile=True), 64, 1500, 100, *params)
     assert_exact(codes, exact_posterior(rbm, *params))
-
-
-def test_training_raises_the_likelihood_of_the_data():
-    torch.manual_seed(0)
-    prototypes = torch.tensor([[1, 1, 1, 0, 0, 0], [0, 0, 0, 1, 1, 1]]).float()
-    data = prototypes[torch.randint(0, 2, (200,))]
-    data = torch.where(torch.rand_like(data) < 0.05, 1 - data, data)
-
-    def mean_log_likelihood(params):
-        return float(rbm_log_density(data, params).mean() - rbm_log_partition(params))
-
-    untrained = RBMParams(torch.zeros(4, 6), torch.zeros(6), torch.zeros(4))
-    trained = train_rbm(data, num_hidden=4, epochs=30, batch_size=20, lr=0.05, seed=0)
-    again = train_rbm(data, num_hidden=4, epochs=30, batch_size=20, lr=0.05, seed=0)
-    assert torch.equal(trained.weights, again.weights)  # seeded
-    assert mean_log_likelihood(trained) > mean_log_likelihood(untrained) + 1.0
 
 
 def test_random_rbm_is_seeded_and_shaped():

@@ -126,6 +126,7 @@ from sklearn.datasets import load_digits
 
 import pyro_gwg
 from pyro_gwg import GWG, MCMC, PAVG, Gibbs
+from pyro_gwg.contrib.train import train_rbm
 from pyro_gwg.diagnostics import chain_ess, hamming_ess
 
 FAST = os.environ.get("PYRO_GWG_FAST") == "1"
@@ -445,12 +446,12 @@ show_spins(ising_runs)
 # The second target is an RBM with :math:`\log p(v, h) = h^\top W v + b^\top v +
 # c^\top h - \log Z` over visible units :math:`v` (the 64 pixels of scikit-learn's
 # 8 x 8 digits, binarised at half intensity) and hidden units :math:`h`.
-# :func:`pyro_gwg.models.train_rbm` fits it by contrastive divergence.
+# :func:`pyro_gwg.contrib.train.train_rbm` fits it by contrastive divergence.
 
 digits = load_digits()
 data = torch.tensor(digits.data >= 8, dtype=torch.get_default_dtype())
 start = time.perf_counter()
-weights, visible_bias, hidden_bias = pyro_gwg.models.train_rbm(
+weights, visible_bias, hidden_bias = train_rbm(
     data, num_hidden=RBM_HIDDEN, epochs=RBM_EPOCHS
 )
 print(f"trained on {len(data)} digits in {time.perf_counter() - start:.1f} s")

@@ -60,13 +60,12 @@ from pyro_gwg.contrib.estimators import (
     arm,
     log_likelihood,
 )
-from pyro_gwg.contrib.train import PCD, coupling_rmse, symmetric_couplings
+from pyro_gwg.contrib.train import PCD, coupling_rmse, symmetric_couplings, train_rbm
 from pyro_gwg.models import (
     lattice_couplings,
     rbm,
     rbm_log_density,
     rbm_log_partition,
-    train_rbm,
 )
 
 FAST = os.environ.get("PYRO_GWG_FAST") == "1"
@@ -113,7 +112,7 @@ print(
 # above 8 becomes 1. 1500 images are for training and the rest for testing. An RBM
 # with 64 visible units :math:`v` and ``NUM_HIDDEN`` hidden units :math:`h` has
 # :math:`p(v, h) \propto \exp(h^\top W v + b^\top v + c^\top h)`; it is fitted by
-# contrastive divergence with :func:`pyro_gwg.models.train_rbm` (block-Gibbs
+# contrastive divergence with :func:`pyro_gwg.contrib.train.train_rbm` (block-Gibbs
 # negatives, Adam).
 images = torch.tensor(load_digits().data > 8, dtype=torch.get_default_dtype())
 shuffle = torch.randperm(len(images), generator=torch.Generator().manual_seed(0))

@@ -37,7 +37,6 @@ from pyro_gwg.models.rbm import (
     rbm,
     rbm_log_density,
     rbm_log_partition,
-    train_rbm,
 )
 from pyro_gwg.models.variable_selection import (
     SpikeAndSlabCoefficients,
@@ -89,7 +88,6 @@ __all__ = [
     "rbm_log_partition",
     "spike_and_slab_coefficients",
     "spike_and_slab_regression",
-    "train_rbm",
     "variable_selection",
     "variable_selection_data",
     "variable_selection_exact",

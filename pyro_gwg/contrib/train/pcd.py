@@ -1,75 +1,13 @@
-r"""Persistent contrastive divergence (PCD) for discrete energy-based Pyro models.
-
-A model :math:`p_\theta(x) = e^{f_\theta(x)} / Z_\theta` whose parameters are
-``pyro.param`` (or ``pyro.module``) values and whose latent discrete sites are the data
-has the log-likelihood gradient (Grathwohl et al. 2021 [Grathwohl2021]_, Eq. 12)
-
-.. math:: \nabla_\theta \log p_\theta(x) = \nabla_\theta f_\theta(x)
-          - \mathbb E_{p_\theta(x')}\big[\nabla_\theta f_\theta(x')\big].
-
-PCD (Tieleman 2008 [Tieleman2008]_) estimates the expectation with persistent Markov chains that
-take a few steps of any pyro-gwg kernel per parameter update, so
-:class:`PCD` minimises the surrogate (:func:`pcd_objective`)
-
-.. math:: \mathcal L(\theta) = \frac1C \sum_c f_\theta(x'_c) - \frac1B \sum_b f_\theta(x_b)
-          + \lambda\, \Omega(\theta),
-
-whose gradient is the negative of Eq. 12 averaged over the batch plus the penalty:
-:math:`\Omega` is the L1 norm (Grathwohl et al. 2021 [Grathwohl2021]_, Appendix F.2) or the
-group L1 norm
-:math:`\sum_{ij} \lVert J_{ij} \rVert` of Eq. 34 (Appendix H) of chosen parameters.
-The chains are the persistent state itself, or ``num_chains`` draws from a larger
-replay buffer (Du & Mordatch 2019 [DuMordatch2019]_), optionally reset to noise with some
-probability.
-
-The deep-EBM recipe of Grathwohl et al. 2021 [Grathwohl2021]_ (Appendix I.2) adds to
-this, each a small pure function wired in by :class:`PCD`:
-
-* a linear learning-rate warm-up (:func:`warmup_factor`, ``warmup_iterations``);
-* an exponential moving average of the parameters for evaluation
-  (:func:`ema_update`, ``ema``; :meth:`PCD.use_ema`);
-* chains and buffer (re)initialised from a factorised Bernoulli / categorical
-  distribution fitted to the data marginals (``init="data_mean"``,
-  :meth:`FactorisedBase.fit <pyro_gwg.contrib.estimators.ais.FactorisedBase.fit>`);
-* the energy-magnitude regulariser of Du & Mordatch 2019 [DuMordatch2019]_
-  (:func:`energy_regulariser`, ``energy_reg``).
-
-For the PCD experiment of Rhodes & Gutmann 2022 [Rhodes2022]_ (Section 5.3), a
-:class:`~pyro_gwg.PAVG` kernel's preconditioner can follow the parameters being learned
-(``PCD(..., preconditioner=callable)``), e.g. the exact one of an Ising or Potts model
-(:func:`ising_preconditioner`, :func:`potts_preconditioner`).
-
-:func:`learnable_ising`, :func:`learnable_potts`, :func:`learnable_ebm` and
-:func:`learnable_categorical_ebm` are the models of the learning experiments of
-Grathwohl et al. 2021 [Grathwohl2021]_ with ``pyro.param`` parameters.
-
-Data-parallel PCD (:meth:`PCD.distribute`, :func:`fit_data_parallel`) shards the
-chains and each data batch over the ranks of a :mod:`torch.distributed` process group
-and averages the parameter gradients across them (see ``docs/data_parallel_pcd.rst``).
+r"""Persistent contrastive divergence: the learner :class:`PCD`, with any pyro-gwg kernel
+on batched persistent chains, sharded over the ranks of a :mod:`torch.distributed`
+process group after :meth:`PCD.distribute`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import multiprocessing
-import multiprocessing.connection
-import os
-import pickle
-import sys
-import tempfile
-import traceback
-from typing import (
-    Callable,
-    Dict,
-    Iterator,
-    List,
-    NamedTuple,
-    Optional,
-    Sequence,
-    TypeVar,
-    Union,
-)
+from typing import Callable, Dict, Iterator, List, Optional, Union
 
 import pyro
 import pyro.poutine as poutine
@@ -78,7 +16,6 @@ import torch.distributed as dist
 
 from pyro_gwg._validation import check_integer, check_number
 from pyro_gwg.bridge.density import DiscreteEnergy
-from pyro_gwg.cluster import block_seeds
 from pyro_gwg.contrib.estimators.ais import FactorisedBase
 from pyro_gwg.contrib.estimators.driver import (
     EstimatorEnergy,
@@ -86,270 +23,24 @@ from pyro_gwg.contrib.estimators.driver import (
     check_kernel,
     run_kernel,
 )
+from pyro_gwg.contrib.train.objectives import (
+    ema_update,
+    energy_regulariser,
+    group_l1_penalty,
+    l1_penalty,
+    pcd_objective,
+    warmup_factor,
+)
 from pyro_gwg.kernels.base import DiscreteKernel
 from pyro_gwg.kernels.ncg import PAVG
-from pyro_gwg.models.ebm import binary_ebm, categorical_ebm
-from pyro_gwg.models.ising import ising
-from pyro_gwg.models.potts import potts
 from pyro_gwg.proposals.ncg import CandidateGrid
 
-__all__ = [
-    "PCD",
-    "DataParallelFit",
-    "coupling_rmse",
-    "ema_update",
-    "energy_regulariser",
-    "fit_data_parallel",
-    "group_l1_penalty",
-    "ising_preconditioner",
-    "l1_penalty",
-    "learnable_categorical_ebm",
-    "learnable_ebm",
-    "learnable_ising",
-    "learnable_potts",
-    "pcd_objective",
-    "potts_preconditioner",
-    "run_data_parallel",
-    "symmetric_couplings",
-    "symmetric_potts_couplings",
-    "warmup_factor",
-]
-
-T = TypeVar("T")
+__all__ = ["PCD"]
 
 PENALTIES = ("l1", "group_l1")
 INITS = ("uniform", "data", "data_mean")
 
 
-# ---------------------------------------------------------------------- pure functions
-def pcd_objective(data_log_joint: torch.Tensor, chain_log_joint: torch.Tensor) -> torch.Tensor:
-    r"""The PCD surrogate :math:`\overline{f_\theta(x')} - \overline{f_\theta(x)}`: its
-    gradient is minus the log-likelihood gradient of Eq. 12 (Grathwohl et al. 2021
-    [Grathwohl2021]_), with the
-    chains' states :math:`x'` standing in for draws from the model.
-
-    :param torch.Tensor data_log_joint: ``[B]`` :math:`f_\theta` at the data batch.
-    :param torch.Tensor chain_log_joint: ``[C]`` :math:`f_\theta` at the chains' states.
-    :rtype: torch.Tensor
-    """
-    return chain_log_joint.mean() - data_log_joint.mean()
-
-
-def l1_penalty(value: torch.Tensor) -> torch.Tensor:
-    r""":math:`\lVert \theta \rVert_1 = \sum |\theta|` (Grathwohl et al. 2021 [Grathwohl2021]_,
-    Appendix F.2).
-
-    :param torch.Tensor value: any parameter.
-    :rtype: torch.Tensor
-    """
-    return value.abs().sum()
-
-
-def group_l1_penalty(value: torch.Tensor, group_dims: int = 2) -> torch.Tensor:
-    r"""Group L1 norm :math:`\sum_{g} \lVert \theta_g \rVert_2` over the blocks formed by
-    the last ``group_dims`` dimensions; for Potts couplings ``[D, D, K, K]`` and
-    ``group_dims=2`` this is :math:`\sum_{ij} \lVert J_{ij} \rVert` (Grathwohl et al. 2021
-    [Grathwohl2021]_, Eq. 34).
-
-    :param torch.Tensor value: the parameter.
-    :param int group_dims: trailing dimensions of one group.
-    :rtype: torch.Tensor
-    """
-    if int(group_dims) != group_dims or not 1 <= group_dims <= value.dim():
-        raise ValueError(
-            "group_dims must be an integer in 1 .. {} for a parameter of shape {}, got {}".format(
-                value.dim(), tuple(value.shape), group_dims
-            )
-        )
-    dims = tuple(range(value.dim() - group_dims, value.dim()))
-    return torch.linalg.vector_norm(value, dim=dims).sum()
-
-
-def energy_regulariser(data_log_joint: torch.Tensor, chain_log_joint: torch.Tensor) -> torch.Tensor:
-    r"""The energy-magnitude regulariser
-    :math:`\overline{f_\theta(x)^2} + \overline{f_\theta(x')^2}` (means over the data
-    batch and over the chains) of Du & Mordatch 2019 [DuMordatch2019]_ (their
-    :math:`\alpha (E(x^+)^2 + E(x^-)^2)`, with :math:`E = -f_\theta`), which the
-    reference code of Grathwohl et al. 2021 [Grathwohl2021]_ adds to the PCD surrogate
-    of its deep EBMs (the paper itself does not state it). It keeps the unnormalised
-    log densities near zero: :func:`pcd_objective` only sees their differences, so
-    without it they may drift together.
-
-    :param torch.Tensor data_log_joint: ``[B]`` :math:`f_\theta` at the data batch.
-    :param torch.Tensor chain_log_joint: ``[C]`` :math:`f_\theta` at the chains' states.
-    :rtype: torch.Tensor
-    """
-    return data_log_joint.pow(2).mean() + chain_log_joint.pow(2).mean()
-
-
-def warmup_factor(iteration: int, warmup_iterations: int) -> float:
-    r"""Multiplier of the base learning rate at update ``iteration`` (from 0) of a linear
-    warm-up over ``warmup_iterations`` updates (Grathwohl et al. 2021 [Grathwohl2021]_,
-    Appendix I.2: "we linearly warm-up the learning rate"):
-
-    .. math:: \eta_t = \eta \min\Big(1, \frac{t + 1}{K}\Big),
-
-    so update ``K - 1`` is the first at the base rate :math:`\eta` (``K = 0``: no
-    warm-up). The reference code uses :math:`t / K`, whose first update has rate 0 and
-    does nothing.
-
-    :param int iteration: :math:`t \ge 0`.
-    :param int warmup_iterations: :math:`K \ge 0`.
-    :rtype: float
-    """
-    if warmup_iterations == 0:
-        return 1.0
-    return min(1.0, (iteration + 1) / warmup_iterations)
-
-
-def ema_update(average: torch.Tensor, value: torch.Tensor, decay: float) -> torch.Tensor:
-    r"""One step of the exponential moving average of parameters that Grathwohl et al.
-    2021 [Grathwohl2021]_ (Appendix I.2) evaluate their EBMs with (decay 0.999, as the
-    "fast weights" of Tieleman & Hinton 2009):
-
-    .. math:: \bar\theta_t = \delta\, \bar\theta_{t-1} + (1 - \delta)\, \theta_t,
-              \qquad \bar\theta_0 = \theta_0.
-
-    :param torch.Tensor average: :math:`\bar\theta_{t-1}`.
-    :param torch.Tensor value: :math:`\theta_t`, the parameter after update ``t``.
-    :param float decay: :math:`\delta \in [0, 1)`.
-    :rtype: torch.Tensor
-    """
-    return decay * average + (1.0 - decay) * value
-
-
-def ising_preconditioner(couplings: torch.Tensor) -> torch.Tensor:
-    r"""The Hessian :math:`M = 4 (J + J^\top)` of the Ising log density
-    :math:`f(x) = s^\top J s + b^\top s`, :math:`s = 2x - 1`, of
-    :func:`~pyro_gwg.models.ising` in its bits :math:`x` (``8 J`` for a symmetric ``J``):
-    the preconditioner that makes :class:`~pyro_gwg.PAVG` the block-Gibbs sampler of
-    Martens & Sutskever 2010 [MartensSutskever2010]_ ("model-specific PAVG", Rhodes &
-    Gutmann 2022 [Rhodes2022]_, Sections 3.2.1 and 5.3), which accepts every proposal.
-
-    :param torch.Tensor couplings: ``[D, D]`` ``J`` (e.g.
-        ``symmetric_couplings(pyro.param("couplings"))`` of :func:`learnable_ising`).
-    :returns: ``[D, D]`` ``M``.
-    """
-    return 4.0 * (couplings + couplings.transpose(-1, -2))
-
-
-def potts_preconditioner(couplings: torch.Tensor) -> torch.Tensor:
-    r"""The Hessian of the Potts log density :math:`f(z) = \sum_{ij} z_i^\top J_{ij} z_j
-    + \sum_i b_i^\top z_i` of :func:`~pyro_gwg.models.potts` in its one-hot values, laid
-    out as :class:`~pyro_gwg.PAVG` orders them (coordinate ``i``, then category ``k``):
-    :math:`M_{(i,k),(j,l)} = (J_{ij})_{kl} + (J_{ji})_{lk}`; with it PAVG accepts every
-    proposal (Rhodes & Gutmann 2022 [Rhodes2022]_, Section 3.2.1).
-
-    :param torch.Tensor couplings: ``[D, D, K, K]`` ``J`` (e.g.
-        ``symmetric_potts_couplings(pyro.param("couplings"))`` of :func:`learnable_potts`).
-    :returns: ``[D K, D K]`` ``M``.
-    """
-    size, _, states, _ = couplings.shape
-    hessian = couplings + couplings.permute(1, 0, 3, 2)
-    return hessian.permute(0, 2, 1, 3).reshape(size * states, size * states)
-
-
-def coupling_rmse(learned: torch.Tensor, true: torch.Tensor) -> torch.Tensor:
-    r"""Root-mean-squared error :math:`\sqrt{\mathrm{mean}((\hat J - J)^2)}` over all
-    entries (Grathwohl et al. 2021 [Grathwohl2021]_, Section 6 and Fig. 6).
-
-    :param torch.Tensor learned: :math:`\hat J`.
-    :param torch.Tensor true: :math:`J`, same shape.
-    :rtype: torch.Tensor
-    """
-    if learned.shape != true.shape:
-        raise ValueError(
-            "shapes differ: learned {} vs true {}".format(tuple(learned.shape), tuple(true.shape))
-        )
-    return (learned.detach() - true).pow(2).mean().sqrt()
-
-
-def symmetric_couplings(raw: torch.Tensor) -> torch.Tensor:
-    r"""Symmetric coupling matrix with zero diagonal, :math:`(A + A^\top) / 2` off the
-    diagonal, from an unconstrained ``[D, D]`` parameter.
-
-    :rtype: torch.Tensor
-    """
-    off_diagonal = 1 - torch.eye(raw.shape[-1], dtype=raw.dtype, device=raw.device)
-    return 0.5 * (raw + raw.transpose(-1, -2)) * off_diagonal
-
-
-def symmetric_potts_couplings(raw: torch.Tensor) -> torch.Tensor:
-    r"""Potts couplings with :math:`J_{ji} = J_{ij}^\top` and zero diagonal blocks, from an
-    unconstrained ``[D, D, K, K]`` parameter.
-
-    :rtype: torch.Tensor
-    """
-    size = raw.shape[0]
-    off_diagonal = (1 - torch.eye(size, dtype=raw.dtype, device=raw.device))[:, :, None, None]
-    return 0.5 * (raw + raw.permute(1, 0, 3, 2)) * off_diagonal
-
-
-# ---------------------------------------------------------------------- learnable models
-def learnable_ising(num_spins: int) -> torch.Tensor:
-    r"""The Ising model :func:`~pyro_gwg.models.ising` with learnable couplings and field:
-    ``pyro.param("couplings")`` (``[D, D]``, symmetrised by :func:`symmetric_couplings`)
-    and ``pyro.param("bias")`` (``[D]``), both initialised at zero; site ``"x"``.
-
-    :param int num_spins: ``D``.
-    :returns: the spins as {0, 1} floats, shape ``[D]``.
-    """
-    raw = pyro.param("couplings", lambda: torch.zeros(num_spins, num_spins))
-    bias = pyro.param("bias", lambda: torch.zeros(num_spins))
-    return ising(symmetric_couplings(raw), bias)
-
-
-def learnable_potts(num_sites: int, num_states: int) -> torch.Tensor:
-    r"""The dense Potts model :func:`~pyro_gwg.models.potts` with learnable
-    ``pyro.param("couplings")`` (``[D, D, K, K]``, see :func:`symmetric_potts_couplings`)
-    and ``pyro.param("bias")`` (``[D, K]``), initialised at zero; site ``"z"``.
-
-    :param int num_sites: ``D``.
-    :param int num_states: ``K``.
-    :returns: one-hot spins ``[D, K]``.
-    """
-    shape = (num_sites, num_sites, num_states, num_states)
-    raw = pyro.param("couplings", lambda: torch.zeros(shape))
-    bias = pyro.param("bias", lambda: torch.zeros(num_sites, num_states))
-    return potts(symmetric_potts_couplings(raw), bias)
-
-
-def learnable_ebm(
-    net: torch.nn.Module, shape: Union[int, Sequence[int]], name: str = "energy_net"
-) -> torch.Tensor:
-    r"""The binary EBM :func:`~pyro_gwg.models.binary_ebm` with the network's weights
-    registered as Pyro parameters (``pyro.module(name, net)``); site ``"x"``.
-
-    :param torch.nn.Module net: the negative energy :math:`f_\theta`.
-    :param shape: shape of one data point.
-    :param str name: the module's name in the parameter store.
-    :returns: the state as {0, 1} floats.
-    """
-    pyro.module(name, net)
-    return binary_ebm(net, shape)
-
-
-def learnable_categorical_ebm(
-    net: torch.nn.Module,
-    shape: Union[int, Sequence[int]],
-    num_categories: int,
-    name: str = "energy_net",
-) -> torch.Tensor:
-    r"""The categorical EBM :func:`~pyro_gwg.models.ebm.categorical_ebm` with the
-    network's weights registered as Pyro parameters (``pyro.module(name, net)``); site
-    ``"x"``.
-
-    :param torch.nn.Module net: the negative energy :math:`f_\theta` of the one-hot values.
-    :param shape: shape of one data point (without the category dimension).
-    :param int num_categories: ``K``.
-    :param str name: the module's name in the parameter store.
-    :returns: the state as one-hot floats, shape ``shape + (K,)``.
-    """
-    pyro.module(name, net)
-    return categorical_ebm(net, shape, num_categories)
-
-
-# ---------------------------------------------------------------------- PCD
 class PCD:
     r"""Persistent contrastive divergence for the ``pyro.param`` parameters of a
     discrete energy-based Pyro model, with any pyro-gwg kernel on batched persistent
@@ -364,9 +55,9 @@ class PCD:
     .. math:: \overline{f_\theta(x')} - \overline{f_\theta(x)} + \lambda\,\Omega(\theta)
               + \alpha \big(\overline{f_\theta(x)^2} + \overline{f_\theta(x')^2}\big)
 
-    (:func:`pcd_objective`, the penalty, and ``energy_reg`` :math:`\alpha` times
-    :func:`energy_regulariser`), then updates the moving average of the parameters
-    (:func:`ema_update`). The parameter store is shared with Pyro: clear it
+    (:func:`.pcd_objective`, the penalty, and ``energy_reg`` :math:`\alpha` times
+    :func:`.energy_regulariser`), then updates the moving average of the parameters
+    (:func:`.ema_update`). The parameter store is shared with Pyro: clear it
     (``pyro.clear_param_store()``) before learning a new model.
 
     After :meth:`distribute` the chains and each batch are sharded over the ranks of a
@@ -399,13 +90,13 @@ class PCD:
         a :class:`~pyro_gwg.contrib.estimators.ais.FactorisedBase` of the model's
         coordinates to draw from.
     :param float ema: decay :math:`\delta \in [0, 1)` of an exponential moving average
-        of the parameters kept beside them (:func:`ema_update`; the paper uses 0.999),
+        of the parameters kept beside them (:func:`.ema_update`; the paper uses 0.999),
         read with :meth:`ema_params` or swapped in with :meth:`use_ema`; ``None``: none.
     :param int warmup_iterations: updates of the linear learning-rate warm-up
-        (:func:`warmup_factor`, through :class:`torch.optim.lr_scheduler.LambdaLR`, so
+        (:func:`.warmup_factor`, through :class:`torch.optim.lr_scheduler.LambdaLR`, so
         with any optimiser); 0: none.
     :param float energy_reg: strength :math:`\alpha \ge 0` of
-        :func:`energy_regulariser`.
+        :func:`.energy_regulariser`.
     :param callable preconditioner: for a :class:`~pyro_gwg.PAVG` kernel, a function of
         no arguments returning its ``[R, R]`` preconditioner under the current parameters
         (e.g. ``lambda: ising_preconditioner(symmetric_couplings(pyro.param("couplings")))``),
@@ -422,6 +113,7 @@ class PCD:
 
         >>> import pyro, torch
         >>> from pyro_gwg import GWG
+        >>> from pyro_gwg.contrib.train import learnable_ising
         >>> pyro.clear_param_store()
         >>> pcd = PCD(learnable_ising, GWG(), num_chains=16, mcmc_steps=5, lr=0.05,
         ...           model_args=(4,))
@@ -589,7 +281,7 @@ class PCD:
     @contextlib.contextmanager
     def use_ema(self) -> Iterator[None]:
         """Context manager: within it the parameter store (and any ``pyro.module``
-        network) holds the moving averages of the parameters (:func:`ema_update`), e.g.
+        network) holds the moving averages of the parameters (:func:`.ema_update`), e.g.
         to evaluate the model by AIS as Grathwohl et al. 2021 [Grathwohl2021]_ do; the
         trained values are put back on exit. The averages are taken over the
         unconstrained values, so a constrained parameter reads as the constraint's
@@ -668,7 +360,7 @@ class PCD:
 
         Every rank of the group must call it (it is a collective), before the first
         :meth:`step`, with torch's generator seeded differently on every rank (else
-        the ranks' chains would be copies): :func:`fit_data_parallel` does all this.
+        the ranks' chains would be copies): :func:`.fit_data_parallel` does all this.
 
         :param torch.distributed.ProcessGroup process_group: the group (default: the
             default group of :func:`torch.distributed.init_process_group`).
@@ -898,212 +590,3 @@ class PCD:
             if callback is not None:
                 callback(t, self)
         return history
-
-
-# ---------------------------------------------------------------------- data-parallel launcher
-class DataParallelFit(NamedTuple):
-    """What :func:`fit_data_parallel` returns."""
-
-    #: ``{name: value}``: the learned (constrained) parameters, as ``pyro.param(name)``
-    params: Dict[str, torch.Tensor]
-    #: the per-update dicts of :meth:`PCD.step` (losses averaged over the workers)
-    history: List[Dict[str, float]]
-
-
-def _check_picklable(name: str, value) -> None:
-    try:
-        pickle.dumps(value)
-    except Exception as error:
-        raise TypeError(
-            "{} must be picklable to reach the worker processes (a module-level function, "
-            "or functools.partial of one; not a lambda or a local function): {}".format(name, error)
-        ) from None
-
-
-class _RemoteTraceback(Exception):
-    """The traceback of an error raised in a worker process, as its text (set as the
-    ``__cause__`` of the error re-raised here, so that both tracebacks are shown)."""
-
-
-def _worker_main(rank: int, world_size: int, folder: str, seed: int, fn: Callable, args: tuple):
-    """One spawned worker: seed, join the gloo group, run ``fn(*args)`` and wait at a
-    barrier for every rank to finish; rank 0 saves the result, a failing rank its error.
-
-    The worker ends with :func:`os._exit`, without destroying the process group: on
-    torch releases before 2.8, ``ProcessGroupGloo``'s destructor holds the GIL while it
-    joins its threads, and a thread that is about to free the last reference to a
-    tensor of a finished collective waits for the GIL; the process then never exits
-    (seen on torch 2.1.2). After the barrier no rank has a collective in flight, so
-    nothing is lost by not tearing the group down."""
-    code = 1
-    try:
-        torch.manual_seed(block_seeds(seed, world_size)[rank])
-        dist.init_process_group(
-            "gloo",
-            init_method="file://" + os.path.join(folder, "rendezvous"),
-            rank=rank,
-            world_size=world_size,
-        )
-        result = fn(*args)
-        if rank == 0:
-            torch.save(result, os.path.join(folder, "result.pt"))
-        dist.barrier()
-        code = 0
-    except BaseException as error:
-        try:
-            pickled = pickle.dumps(error)
-        except Exception:
-            pickled = None
-        summary = "{}: {}".format(type(error).__name__, error)
-        with open(os.path.join(folder, "error-{}.pkl".format(rank)), "wb") as file:
-            pickle.dump((pickled, summary, traceback.format_exc()), file)
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-
-
-def _join_workers(processes: list, folder: str) -> None:
-    """Wait for every worker; as soon as one fails, raise its error (with the worker's
-    traceback as the cause), or say how it ended (the caller stops the others)."""
-    running = dict(enumerate(processes))
-    while running:
-        sentinels = {process.sentinel: rank for rank, process in running.items()}
-        for sentinel in multiprocessing.connection.wait(list(sentinels)):
-            rank = sentinels[sentinel]
-            process = running.pop(rank)
-            process.join()
-            if process.exitcode == 0:
-                continue
-            error_file = os.path.join(folder, "error-{}.pkl".format(rank))
-            if os.path.exists(error_file):
-                with open(error_file, "rb") as file:
-                    pickled, summary, text = pickle.load(file)
-                try:  # an exception whose class cannot be rebuilt here comes as its text
-                    error = pickle.loads(pickled)
-                except Exception:
-                    error = RuntimeError(summary)
-                raise error from _RemoteTraceback(
-                    "in data-parallel worker {}:\n{}".format(rank, text)
-                )
-            raise RuntimeError(
-                "data-parallel worker {} ended with exit code {} (a negative code is the "
-                "signal that stopped it) before finishing".format(rank, process.exitcode)
-            )
-
-
-def run_data_parallel(
-    fn: Callable[..., T], args: tuple = (), *, num_workers: int, seed: int = 0
-) -> T:
-    """``fn(*args)`` in ``num_workers`` spawned processes on this machine, joined in one
-    gloo process group (the default group of each), and rank 0's return value.
-
-    Worker ``rank`` seeds torch's generator with
-    ``pyro_gwg.cluster.block_seeds(seed, num_workers)[rank]``, so that the ranks draw
-    different numbers, rank 0 draws the same whatever ``num_workers``, and a run is
-    repeatable for a seed. The workers are fresh interpreters (``spawn``) with this
-    process's environment and ``sys.path``, and each has its own, empty, Pyro parameter
-    store. The group's rendezvous is a file in a temporary folder (no port to
-    choose). After ``fn`` returns, the ranks meet at a barrier and exit. An exception in
-    a worker stops the others and is raised here, with the worker's traceback as its
-    cause; a worker that dies without one (killed by a signal, say) gives a
-    ``RuntimeError`` with its exit code.
-
-    :param callable fn: a picklable function (defined at module level) run on every rank;
-        rank 0's return value must be picklable.
-    :param tuple args: its arguments (pickled to each worker).
-    :param int num_workers: processes (ranks).
-    :param int seed: the base seed.
-    :returns: rank 0's ``fn(*args)``.
-    """
-    num_workers = check_integer("num_workers", num_workers, 1, "worker processes")
-    seed = check_integer("seed", seed, 0)
-    _check_picklable("fn", fn)
-    context = multiprocessing.get_context("spawn")
-    with tempfile.TemporaryDirectory(prefix="pyro_gwg_data_parallel_") as folder:
-        processes = [
-            context.Process(
-                target=_worker_main,
-                args=(rank, num_workers, folder, seed, fn, args),
-                name="pyro_gwg data-parallel worker {}".format(rank),
-            )
-            for rank in range(num_workers)
-        ]
-        for process in processes:
-            process.start()
-        try:
-            _join_workers(processes, folder)
-        finally:  # after a failure or an interrupt, the workers still running
-            for process in processes:
-                if process.is_alive():
-                    process.kill()
-                process.join()
-        return torch.load(os.path.join(folder, "result.pt"), weights_only=False)
-
-
-def _fit_worker(make_pcd: Callable[[], PCD], data, num_iterations: int, batch_size: int):
-    pcd = make_pcd().distribute()
-    history = pcd.fit(data, num_iterations, batch_size)
-    if not pcd.parameters_synchronised():
-        raise RuntimeError("the workers' parameters diverged (a rank changed them on its own)")
-    params = {name: pyro.param(name).detach().clone() for name in pcd.param_names}
-    return DataParallelFit(params, history)
-
-
-def fit_data_parallel(
-    make_pcd: Callable[[], PCD],
-    data: Union[Dict[str, torch.Tensor], torch.Tensor],
-    *,
-    num_workers: int = 2,
-    num_iterations: int,
-    batch_size: int = 256,
-    seed: int = 0,
-) -> DataParallelFit:
-    """Data-parallel :meth:`PCD.fit` in ``num_workers`` processes on this machine
-    (:func:`run_data_parallel`, gloo on CPU): every worker builds its PCD with
-    ``make_pcd()``, calls :meth:`PCD.distribute` and fits, holding ``num_chains /
-    num_workers`` chains and drawing ``batch_size / num_workers`` data points per update.
-
-    ``make_pcd`` is called in each worker, not here, because the ``pyro.param``
-    parameters that PCD learns live in the parameter store of the process that runs
-    the model: each worker needs its own PCD on its own store (whose values are then
-    broadcast from rank 0). It is called once here too, in a scope of its own of the
-    parameter store (this process's store is left as it was), to check the arguments
-    before any process starts.
-
-    :param callable make_pcd: builds the :class:`PCD` (with ``num_chains`` the total over
-        the workers); picklable: a module-level function or a :func:`functools.partial`
-        of one.
-    :param data: ``{site: [N, ...]}`` (or a tensor for one-site models), sent to every
-        worker.
-    :param int num_workers: worker processes.
-    :param int num_iterations: parameter updates.
-    :param int batch_size: data points per update over all workers; divisible by
-        ``num_workers``.
-    :param int seed: the base seed of the workers' generators (see
-        :func:`run_data_parallel`).
-    :returns: rank 0's learned parameters and the history; load them into this
-        process's store with ``pyro.get_param_store()[name] = value``.
-    :rtype: DataParallelFit
-    """
-    num_workers = check_integer("num_workers", num_workers, 1, "worker processes")
-    num_iterations = check_integer("num_iterations", num_iterations, 1, "parameter updates")
-    batch_size = check_integer("batch_size", batch_size, 1, "data points per update")
-    if batch_size % num_workers:
-        raise ValueError(
-            "batch_size ({}) must be divisible by num_workers ({}): each worker draws "
-            "batch_size / num_workers data points per update".format(batch_size, num_workers)
-        )
-    _check_picklable("make_pcd", make_pcd)
-    with pyro.get_param_store().scope():
-        pcd = make_pcd()
-        if not isinstance(pcd, PCD):
-            raise TypeError("make_pcd must return a PCD, got {}".format(type(pcd).__name__))
-        pcd._check_shards(num_workers)
-        pcd.data_codes(data)
-    return run_data_parallel(
-        _fit_worker,
-        (make_pcd, data, num_iterations, batch_size),
-        num_workers=num_workers,
-        seed=seed,
-    )

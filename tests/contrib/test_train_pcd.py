@@ -1,15 +1,13 @@
-"""PCD: the surrogate's gradient (Grathwohl et al. 2021, Eq. 12), penalties, coupling
-helpers, the energy regulariser, the warm-up schedule, the moving average and the exact
-Ising / Potts preconditioners on their own; learning Ising, Potts, binary- and
-categorical-EBM parameters with persistent chains and a replay buffer; the deep-EBM
-options (moving average, warm-up, data-mean initialisation, energy regularisation) and a
-PAVG preconditioner that follows the couplings being learned, wired into PCD."""
+"""PCD: learning Ising, Potts, binary- and categorical-EBM parameters with persistent
+chains and a replay buffer; the deep-EBM options (moving average, warm-up, data-mean
+initialisation, energy regularisation) and a PAVG preconditioner that follows the
+couplings being learned, wired into PCD."""
 
 import pyro
 import pyro.distributions as dist
 import pytest
 import torch
-from exactness import assert_exact, draw_codes
+from exactness import accept_probs, assert_exact, draw_codes
 
 from pyro_gwg import GWG, PAVG, DiscreteEnergy, Gibbs, exact_posterior
 from pyro_gwg.contrib.estimators.ais import FactorisedBase
@@ -18,18 +16,14 @@ from pyro_gwg.contrib.train import (
     coupling_rmse,
     ema_update,
     energy_regulariser,
-    group_l1_penalty,
     ising_preconditioner,
-    l1_penalty,
     learnable_categorical_ebm,
     learnable_ebm,
     learnable_ising,
     learnable_potts,
     pcd_objective,
-    potts_preconditioner,
     symmetric_couplings,
     symmetric_potts_couplings,
-    warmup_factor,
 )
 from pyro_gwg.models import binary_ebm, ising, lattice_couplings, mlp_energy, potts, random_potts
 from pyro_gwg.models.ebm import categorical_ebm
@@ -42,90 +36,6 @@ def _fresh_params():
     pyro.clear_param_store()
     yield
     pyro.clear_param_store()
-
-
-# ---------------------------------------------------------------------- pure functions
-
-
-def test_pcd_objective_gradient_is_minus_equation_12():
-    # f_theta(x) = theta . phi(x): the gradient is mean phi(chains) - mean phi(data)
-    theta = torch.tensor([0.3, -0.2, 0.5], requires_grad=True)
-    data_phi = torch.tensor([[1.0, 0.0, 1.0], [1.0, 1.0, 0.0]])
-    chain_phi = torch.tensor([[0.0, 0.0, 1.0], [0.0, 1.0, 1.0], [1.0, 1.0, 1.0]])
-    pcd_objective(data_phi @ theta, chain_phi @ theta).backward()
-    assert torch.allclose(theta.grad, chain_phi.mean(0) - data_phi.mean(0))
-
-
-def test_penalties():
-    value = torch.tensor([[1.0, -2.0], [0.0, 3.0]])
-    assert float(l1_penalty(value)) == 6.0
-    blocks = torch.zeros(2, 2, 2, 2)
-    blocks[0, 1] = torch.tensor([[3.0, 0.0], [0.0, 4.0]])  # norm 5
-    blocks[1, 0] = torch.tensor([[1.0, 1.0], [1.0, 1.0]])  # norm 2
-    assert float(group_l1_penalty(blocks, group_dims=2)) == pytest.approx(7.0)
-    assert float(group_l1_penalty(value, group_dims=1)) == pytest.approx(5**0.5 + 3.0)
-    with pytest.raises(ValueError, match="group_dims"):
-        group_l1_penalty(value, group_dims=3)
-
-
-def test_coupling_helpers():
-    raw = torch.randn(4, 4, generator=torch.Generator().manual_seed(0))
-    sym = symmetric_couplings(raw)
-    assert torch.allclose(sym, sym.T) and bool((sym.diagonal() == 0).all())
-    raw_potts = torch.randn(3, 3, 2, 2, generator=torch.Generator().manual_seed(1))
-    potts_couplings = symmetric_potts_couplings(raw_potts)
-    assert torch.allclose(potts_couplings, potts_couplings.permute(1, 0, 3, 2))
-    assert bool((potts_couplings[range(3), range(3)] == 0).all())
-    assert float(coupling_rmse(torch.ones(2, 2), torch.zeros(2, 2))) == 1.0
-    with pytest.raises(ValueError, match="shapes differ"):
-        coupling_rmse(torch.ones(2, 2), torch.zeros(3))
-
-
-def test_energy_regulariser_value_and_gradient():
-    data_f = torch.tensor([1.0, -3.0], requires_grad=True)
-    chain_f = torch.tensor([2.0, 0.0, 4.0], requires_grad=True)
-    value = energy_regulariser(data_f, chain_f)
-    assert float(value.detach()) == pytest.approx((1 + 9) / 2 + (4 + 0 + 16) / 3)
-    value.backward()
-    assert torch.allclose(data_f.grad, data_f.detach())  # d/df of mean f^2: 2 f / B
-    assert torch.allclose(chain_f.grad, 2 * chain_f.detach() / 3)
-
-
-def test_warmup_factor_is_linear_then_one():
-    assert [warmup_factor(t, 4) for t in range(6)] == [0.25, 0.5, 0.75, 1.0, 1.0, 1.0]
-    assert warmup_factor(0, 1) == 1.0 and warmup_factor(7, 0) == 1.0
-
-
-def test_ema_update_is_the_recursion():
-    average = torch.tensor([1.0, 2.0])
-    value = torch.tensor([3.0, -2.0])
-    assert torch.allclose(ema_update(average, value, 0.75), torch.tensor([1.5, 1.0]))
-    assert torch.equal(ema_update(average, value, 0.0), value)
-
-
-def _accept_probs(kernel, *args, num_chains=32, num_steps=20):
-    pyro.set_rng_seed(0)
-    draw_codes(kernel, num_chains, num_steps, 0, *args)
-    return kernel.diagnostics()["accept_prob"]
-
-
-def test_ising_and_potts_preconditioners_are_the_hessians():
-    # with the Hessian of a log-quadratic target PAVG is block Gibbs: every proposal is
-    # accepted (Rhodes & Gutmann 2022, end of Section 3.2.1)
-    couplings = symmetric_couplings(torch.randn(5, 5, generator=torch.Generator().manual_seed(0)))
-    bias = torch.randn(5, generator=torch.Generator().manual_seed(1))
-    matrix = ising_preconditioner(couplings)
-    assert torch.allclose(matrix, 8 * couplings)
-    kernel = PAVG(ising, preconditioner=matrix, step_size=1.0, adapt_step_size=False)
-    assert torch.allclose(_accept_probs(kernel, couplings, bias), torch.ones(()).double())
-    couplings, bias = random_potts(4, 3, coupling_scale=0.8, seed=2)
-    matrix = potts_preconditioner(couplings)
-    assert matrix.shape == (12, 12) and torch.allclose(matrix, matrix.T)
-    kernel = PAVG(potts, preconditioner=matrix, step_size=1.0, adapt_step_size=False)
-    assert torch.allclose(_accept_probs(kernel, couplings, bias), torch.ones(()).double())
-    # with half the Hessian some proposals are rejected
-    kernel = PAVG(potts, preconditioner=matrix / 2, step_size=1.0, adapt_step_size=False)
-    assert float(_accept_probs(kernel, couplings, bias).mean()) < 0.99
 
 
 # ---------------------------------------------------------------------- learning
@@ -432,10 +342,10 @@ def _intermediate_tracked_pcd() -> PCD:
 def test_tracked_pavg_is_block_gibbs_at_the_current_couplings():
     pcd = _intermediate_tracked_pcd()
     # the refreshed matrix is the Hessian of the current model: every proposal accepted
-    assert torch.allclose(_accept_probs(pcd.kernel, 9), torch.ones(()).double(), atol=1e-5)
+    assert torch.allclose(accept_probs(pcd.kernel, 9), torch.ones(()).double(), atol=1e-5)
     # the stale matrix of the initial couplings (zero: AVG) is not
     pcd.kernel.preconditioner = torch.zeros(9, 9)
-    assert float(_accept_probs(pcd.kernel, 9).mean()) < 0.9
+    assert float(accept_probs(pcd.kernel, 9).mean()) < 0.9
 
 
 def test_tracked_pavg_leaves_the_current_model_invariant():
