@@ -19,23 +19,20 @@ import torch
 from step_cost import code_info, machine_info
 
 import pyro_gwg
-from pyro_gwg import GWG, Gibbs, HammingBall, LocallyBalanced
+from pyro_gwg import DMALA, GWG, HammingBall, LocallyBalanced
 from pyro_gwg.diagnostics import chain_ess
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
-#: short names of kernels that run with their defaults (step sizes and path lengths
-#: adapt in warmup)
-ADAPTIVE = {
-    "ncg": ("NCG", {}),
-    "dmala": ("DMALA", {}),
-    "dula": ("DULA", {}),
-    "avg": ("AVG", {}),
-    "pavg": ("PAVG", {}),
-    "pas": ("PAS", {"num_flips": "auto"}),
-    "pafs": ("PAFS", {"num_flips": "auto"}),
-    "dlmc": ("DLMC", {}),
-    "gwg-auto": ("GWG", {"num_flips": "auto"}),
+#: the kernels of :data:`pyro_gwg.REGISTRY` (and DMALA, NCG's other name) under their
+#: lower-case names; they run with their defaults (step sizes adapt in warmup), except
+#: for the settings below
+KERNELS = {name.lower(): kernel for name, kernel in {**pyro_gwg.REGISTRY, "DMALA": DMALA}.items()}
+#: short names with settings of their own (path lengths adapt in warmup)
+SETTINGS = {
+    "pas": ("pas", {"num_flips": "auto"}),
+    "pafs": ("pafs", {"num_flips": "auto"}),
+    "gwg-auto": ("gwg", {"num_flips": "auto"}),
 }
 #: ``gwg-<balancing>``: GWG with another balancing function
 BALANCING = ("barker", "min", "max")
@@ -44,29 +41,25 @@ BALANCING = ("barker", "min", "max")
 def sampler(name: str, model, **kwargs):
     """A kernel from its short name, with ``jit_compile=True``.
 
-    ``gibbs`` (single site, random scan), ``hb-B-R`` (Hamming ball, block ``B``, radius
-    ``R``; extra keyword ``blocks`` for fixed blocks), ``gwg``, ``gwg-N`` (``N``
+    Every kernel of :data:`pyro_gwg.REGISTRY` under its lower-case name (``gwg``,
+    ``ncg``, ``dmala``, ``dula``, ``avg``, ``pavg``, ``pas`` and ``pafs`` with their
+    path length adapted, ``dlmc``, ``gibbs``, ...), and ``hb-B-R`` (Hamming ball, block
+    ``B``, radius ``R``; extra keyword ``blocks`` for fixed blocks), ``gwg-N`` (``N``
     flips per proposal), ``gwg-N-nr`` (``N`` distinct coordinates), ``gwg-barker``,
     ``gwg-min``, ``gwg-max`` (balancing functions), ``gwg-auto`` (``num_flips``
-    adapted), ``lb`` (exact locally balanced), and the kernels that adapt in
-    warmup under their lower-case names: ``ncg``, ``dmala``, ``dula``, ``avg``,
-    ``pavg``, ``pas``, ``pafs`` (path length adapted), ``dlmc``.
+    adapted), ``lb`` (exact locally balanced).
     """
-    if name in ADAPTIVE:
-        cls, settings = ADAPTIVE[name]
-        return getattr(pyro_gwg, cls)(model, jit_compile=True, **settings, **kwargs)
+    kernel, settings = SETTINGS.get(name, (name, {}))
+    if kernel in KERNELS:
+        return KERNELS[kernel](model, jit_compile=True, **settings, **kwargs)
     if name.startswith("gwg-") and name.split("-")[1] in BALANCING:
         return GWG(model, balancing=name.split("-")[1], jit_compile=True, **kwargs)
     if name.startswith("gwg-") and name.endswith("-nr"):  # without replacement
         flips = int(name.split("-")[1])
         return GWG(model, num_flips=flips, replacement=False, jit_compile=True, **kwargs)
-    if name == "gibbs":
-        return Gibbs(model, jit_compile=True, **kwargs)
     if name.startswith("hb-"):
         block_size, radius = (int(v) for v in name.split("-")[1:])
         return HammingBall(model, block_size=block_size, radius=radius, jit_compile=True, **kwargs)
-    if name == "gwg":
-        return GWG(model, jit_compile=True, **kwargs)
     if name.startswith("gwg-"):
         return GWG(model, num_flips=int(name.split("-")[1]), jit_compile=True, **kwargs)
     if name == "lb":

@@ -6,30 +6,58 @@ enumeration, diagnostics, the discrete model library); :mod:`pyro_gwg.contrib`
 optional dependencies (ArviZ, scikit-learn) load when first used.
 """
 
-from pyro_gwg import diagnostics, enumeration, kernels, models, proposals
+from pyro_gwg import diagnostics, enumeration, models, proposals
 from pyro_gwg.bridge.batching import BatchingWarning
 from pyro_gwg.bridge.density import DiscreteEnergy
 from pyro_gwg.compilation import CompilationWarning
 from pyro_gwg.enumeration import exact_posterior
 from pyro_gwg.inference_data import to_inference_data, typed_samples
-from pyro_gwg.kernels import REGISTRY, DiscreteKernel
+from pyro_gwg.kernels import (
+    AVG,
+    DLMC,
+    DMALA,
+    DULA,
+    GWG,
+    NCG,
+    PAFS,
+    PAS,
+    PAVG,
+    REGISTRY,
+    DiscreteKernel,
+    Gibbs,
+    HammingBall,
+    LocallyBalanced,
+)
 from pyro_gwg.kernels.base import StuckChainWarning
 from pyro_gwg.kernels.mixed import MixedGibbs
-from pyro_gwg.mcmc import MCMC, fit_many
+from pyro_gwg.mcmc import MCMC
+from pyro_gwg.runner.draws import Draws
+from pyro_gwg.runner.many import fit_many
 from pyro_gwg.sites import UnsupportedModelError
-
-globals().update({name: getattr(kernels, name) for name in REGISTRY})
 
 __version__ = "0.1.0"
 
 __all__ = [
-    *REGISTRY,
+    "AVG",
     "BatchingWarning",
     "CompilationWarning",
+    "DLMC",
+    "DMALA",
+    "DULA",
     "DiscreteEnergy",
     "DiscreteKernel",
+    "Draws",
+    "GWG",
+    "Gibbs",
+    "HammingBall",
+    "LocallyBalanced",
     "MCMC",
     "MixedGibbs",
+    "NCG",
+    "PAFS",
+    "PAS",
+    "PAVG",
+    "REGISTRY",
     "StuckChainWarning",
     "UnsupportedModelError",
     "__version__",

@@ -37,6 +37,7 @@ from test_real_models import _codes_from_samples
 import pyro_gwg
 from pyro_gwg import REGISTRY, DiscreteEnergy, UnsupportedModelError, exact_posterior
 from pyro_gwg.enumeration import ExactPosterior, lift_enumeration
+from pyro_gwg.kernels import StepSizeKernel
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore:Categorical site"),
@@ -44,9 +45,8 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore::pyro_gwg.BatchingWarning"),
 ]
 
-#: the kernels whose chains leave the posterior invariant (DULA is biased by design),
-#: less DMALA, which is NCG under its paper's name (a subclass with nothing of its own)
-EXACT_KERNELS = [name for name in REGISTRY if getattr(pyro_gwg, name).exact and name != "DMALA"]
+#: the kernels whose chains leave the posterior invariant (DULA is biased by design)
+EXACT_KERNELS = [name for name in REGISTRY if REGISTRY[name].exact]
 
 
 def refusal(kernel: str, layout) -> Optional[str]:
@@ -58,7 +58,7 @@ def refusal(kernel: str, layout) -> Optional[str]:
     categorical sites only (``pyro_gwg/kernels/path.py``), DLMC every kind but ordinals
     of infinite support (``pyro_gwg/kernels/dlmc.py``). Every other kernel samples every
     kind: GWG, PAS's sibling PAFS and LocallyBalanced move ordinals by +-1, the
-    factorised (NCG, DMALA, AVG, PAVG, DULA) and the evaluating kernels (Gibbs,
+    factorised (NCG, AVG, PAVG, DULA) and the evaluating kernels (Gibbs,
     HammingBall) use a window for the unbounded ones.
     """
     ordinal = layout.is_scalar & ~((layout.lower == 0) & (layout.upper == 1))
@@ -203,21 +203,19 @@ def test_the_must_refuse_corpus_is_still_refused(name):
 
 # ------------------------------------------------------------------ statistical tier
 
-# (chains, draws, warmup): the single-site kernels take more cheap steps, the factorised
-# ones move many coordinates per step, the evaluating ones mix in few steps. Sized for
-# the corpus's tiny posteriors (8 to 243 states), whose ESS they keep in the thousands
-SIZES = {
-    "GWG": (8, 500, 50),
-    "PAS": (8, 500, 50),
-    "PAFS": (8, 500, 50),
-    "LocallyBalanced": (8, 300, 30),
-    "NCG": (16, 250, 50),
-    "AVG": (16, 250, 50),
-    "PAVG": (16, 250, 50),
-    "DLMC": (16, 250, 50),
-    "Gibbs": (8, 300, 30),
-    "HammingBall": (8, 300, 30),
-}
+
+def sizes_of(kernel: str) -> tuple:
+    """``(chains, draws, warmup)`` of ``kernel``: the evaluating kernels mix in few
+    steps, those with an adapted step size move many coordinates per step, the others
+    (a few coordinates per step) take more cheap steps. Sized for the corpus's tiny
+    posteriors (8 to 243 states), whose ESS they keep in the thousands."""
+    if REGISTRY[kernel].evaluates_states:
+        return (8, 300, 30)
+    if issubclass(REGISTRY[kernel], StepSizeKernel):
+        return (16, 250, 50)
+    return (8, 500, 50)
+
+
 ALPHA = 1e-4
 #: the models whose steps cost most run fewer or shorter chains: two that do not
 #: broadcast (the energy runs them state by state, as its BatchingWarning says) and those
@@ -274,7 +272,7 @@ def _run(name, kernel, runner, sizes):
 @pytest.mark.parametrize("name, kernel", BATCHED_RUNS, ids=["-".join(run) for run in BATCHED_RUNS])
 def test_batched_chains_match_the_exact_posterior(name, kernel):
     assert refusal(kernel, _layout(name)) is None, "choose kernels that apply"
-    sizes = FEWER.get(name, SIZES[kernel])
+    sizes = FEWER.get(name, sizes_of(kernel))
     worst = assert_exact(_run(name, kernel, pyro_gwg.MCMC, sizes), _ground_truth(name), ALPHA)
     print("{} {}: max |z| {:.2f}".format(name, kernel, worst))
 
@@ -309,7 +307,7 @@ def test_the_check_fails_for_a_broken_acceptance_ratio(monkeypatch):
     monkeypatch.setattr(
         gwg_math, "move_log_prob", lambda logits, *a: logits.new_zeros(logits.shape[0])
     )
-    codes = _run(name, "GWG", pyro_gwg.MCMC, SIZES["GWG"])
+    codes = _run(name, "GWG", pyro_gwg.MCMC, sizes_of("GWG"))
     with pytest.raises(AssertionError, match="disagree with the exact posterior"):
         assert_exact(codes, exact, ALPHA)
 
@@ -329,6 +327,6 @@ def test_the_check_fails_for_a_bridge_that_maximises_over_enumerated_sites(monke
         "contract_to_tensor",
         lambda *args, **kwargs: contract_to_tensor(*args, **{**kwargs, "ring": MapRing()}),
     )
-    codes = _run(name, "GWG", pyro_gwg.MCMC, SIZES["GWG"])
+    codes = _run(name, "GWG", pyro_gwg.MCMC, sizes_of("GWG"))
     with pytest.raises(AssertionError, match="disagree with the exact posterior"):
         assert_exact(codes, exact, ALPHA)

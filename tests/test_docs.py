@@ -33,13 +33,13 @@ def model():
 def kernel_classes():
     """Every concrete kernel class exported by :mod:`pyro_gwg`."""
     return sorted(
-        (
+        {
             obj
             for obj in vars(pyro_gwg).values()
             if inspect.isclass(obj)
             and issubclass(obj, DiscreteKernel)
             and obj is not DiscreteKernel
-        ),
+        },
         key=lambda cls: cls.__name__,
     )
 

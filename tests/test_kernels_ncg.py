@@ -1,4 +1,4 @@
-"""NCG (and DMALA), AVG and PAVG against the exact posterior of the small-model suite; step-size
+"""NCG (DMALA), AVG and PAVG against the exact posterior of the small-model suite; step-size
 adaptation; PAVG as block Gibbs; Pyro plumbing."""
 
 import pyro
@@ -9,14 +9,13 @@ from pyro.infer import MCMC
 from small_models import BOUNDS, SUITE
 
 import pyro_gwg.proposals.ncg as ncg_math
-from pyro_gwg import AVG, DMALA, NCG, PAVG, DiscreteEnergy, exact_posterior
+from pyro_gwg import AVG, NCG, PAVG, DiscreteEnergy, exact_posterior
 from pyro_gwg.models import lattice_ising
 from pyro_gwg.proposals.mh import accept_probability
 
 pytestmark = pytest.mark.filterwarnings("ignore:Categorical site")
 
-# DMALA is NCG under Zhang et al.'s name: the suite runs it too
-KERNELS = {"NCG": NCG, "AVG": AVG, "PAVG": PAVG, "DMALA": DMALA}
+KERNELS = {"NCG": NCG, "AVG": AVG, "PAVG": PAVG}
 # many batched chains, few steps: the step cost hardly grows with the chains
 NUM_CHAINS, NUM_SAMPLES, WARMUP = 128, 300, 60
 
