@@ -281,13 +281,13 @@ MAKE_FX_KERNELS = {"GWG", "PAS", "NCG", "DLMC", "Gibbs"}
 
 
 # every kernel under the tracer and AOTInductor (the compilers of jit_compile="auto");
-# make_fx, a path through private APIs, on one kernel of each kind (DMALA is NCG)
+# make_fx, a path through private APIs, on one kernel of each kind
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "name,backend",
     [
         (name, backend)
-        for name in sorted(set(REGISTRY) - {"DMALA"})
+        for name in sorted(REGISTRY)
         for backend in ("trace", "make_fx", "aot")
         if backend != "make_fx" or name in MAKE_FX_KERNELS
     ],
