@@ -16,13 +16,26 @@ training (a :class:`~pyro_gwg.DiscreteEnergy` whose parameters change between ru
 :class:`PotentialDensity`, for users who have a log density as a function of the values
 and no Pyro model (the ``potential_fn`` entry of Pyro's HMC).
 
-A density may also provide ``traceable(num_chains)``: the same density without the
-checks that cannot run inside a compiled function (see :func:`traceable`).
+The runner's chain driver (:class:`~pyro_gwg.driver.ChainDriver`) also asks a density
+whether and how a compiler may trace it: ``compilable``, ``traceable(num_chains)``,
+``arguments()``, ``reading(arguments)``, ``recording()`` and ``raise_invalid(codes)``.
+:class:`BaseDensity` gives the first five their defaults, for a density evaluated
+eagerly; :class:`~pyro_gwg.DiscreteEnergy` implements them all.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Protocol, Tuple, runtime_checkable
+import contextlib
+from typing import (
+    Callable,
+    ContextManager,
+    Iterator,
+    List,
+    Protocol,
+    Sequence,
+    Tuple,
+    runtime_checkable,
+)
 
 import torch
 
@@ -31,14 +44,25 @@ from pyro_gwg.bridge.nan import invalid_evaluations
 from pyro_gwg.proposals.layout import CoordinateLayout
 from pyro_gwg.proposals.ncg import CandidateGrid
 
-__all__ = ["Density", "PotentialDensity", "binary_layout", "categorical_layout", "traceable"]
+__all__ = [
+    "BaseDensity",
+    "Density",
+    "PotentialDensity",
+    "binary_layout",
+    "categorical_layout",
+]
 
 
 @runtime_checkable
 class Density(Protocol):
-    """What a kernel needs of the distribution it samples (see the module docstring)."""
+    """What the kernels and the chain driver need of the distribution they sample
+    (see the module docstring); :class:`BaseDensity` gives ``compilable`` and the
+    members from ``traceable`` to ``recording`` their defaults."""
 
     layout: CoordinateLayout
+    #: the compilers that may trace a transition evaluating this density (see
+    #: :mod:`pyro_gwg.compilation`); empty for a density evaluated eagerly
+    compilable: Tuple[str, ...]
 
     def log_joint(self, codes: torch.Tensor) -> torch.Tensor:
         """``codes [N, D] -> [N]``: the log density, float64."""
@@ -46,17 +70,60 @@ class Density(Protocol):
     def value_and_grad(self, codes: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         """``codes [N, D] -> (log density [N], packed gradient [N, D, W])``."""
 
+    def traceable(self, num_chains: int) -> Density:
+        """The form of the density that a compiler traces for ``num_chains`` chains:
+        the same density without the checks that cannot run inside a compiled
+        function."""
 
-def traceable(density: Density, num_chains: int) -> Density:
-    """The form of ``density`` that a compiler traces for ``num_chains`` chains: its
-    ``traceable(num_chains)`` where it has one, else the density itself.
+    def arguments(self) -> Tuple[torch.Tensor, ...]:
+        """The tensors besides the states that a compiled function of the density
+        takes as arguments, at their values now."""
 
-    :param Density density: the density.
-    :param int num_chains: the leading batch size of the traced states.
-    :rtype: Density
-    """
-    method = getattr(type(density), "traceable", None)
-    return density.traceable(num_chains) if method is not None else density
+    def reading(self, arguments: Sequence[torch.Tensor]) -> ContextManager[None]:
+        """A context in which the density reads ``arguments`` (a tracer's tensors, in
+        the order of :meth:`arguments`) in place of their values."""
+
+    def recording(self) -> ContextManager[List[Tuple[torch.Tensor, torch.Tensor]]]:
+        """A context in which evaluations are listed as ``(codes, log_joint)`` pairs
+        (for :func:`~pyro_gwg.bridge.nan.invalid_evaluations`) instead of checked."""
+
+    def raise_invalid(self, codes: torch.Tensor) -> None:
+        """Raise the error for a state ``codes [D]`` whose log density is NaN or
+        ``+inf``."""
+
+
+class BaseDensity:
+    """Defaults of :class:`Density` members, for a density evaluated eagerly: no
+    compiler traces it, it reads no tensors besides the states, and it checks each of
+    its evaluations itself (a subclass gives ``layout``, ``log_joint``,
+    ``value_and_grad`` and ``raise_invalid``)."""
+
+    compilable: Tuple[str, ...] = ()
+
+    def traceable(self, num_chains: int) -> Density:
+        """The density itself.
+
+        :param int num_chains: the leading batch size of the traced states.
+        :rtype: Density
+        """
+        return self
+
+    def arguments(self) -> Tuple[torch.Tensor, ...]:
+        """No tensors.
+
+        :rtype: tuple
+        """
+        return ()
+
+    @contextlib.contextmanager
+    def reading(self, arguments: Sequence[torch.Tensor]) -> Iterator[None]:
+        """Nothing to read (``arguments`` is empty)."""
+        yield
+
+    @contextlib.contextmanager
+    def recording(self) -> Iterator[List[Tuple[torch.Tensor, torch.Tensor]]]:
+        """Nothing listed: the density checks each evaluation as it makes it."""
+        yield []
 
 
 def binary_layout(num_coords: int) -> CoordinateLayout:
@@ -89,7 +156,7 @@ def categorical_layout(num_coords: int, num_categories: int) -> CoordinateLayout
     )
 
 
-class PotentialDensity:
+class PotentialDensity(BaseDensity):
     r"""A :class:`Density` from a hand-written log density of the relaxed values
     :math:`\phi(x)` (numbers for bits and ordinals, one-hot vectors for categories),
     for users without a Pyro model: the counterpart of the ``potential_fn`` of Pyro's

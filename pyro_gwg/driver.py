@@ -33,7 +33,7 @@ import torch
 from pyro_gwg import compilation
 from pyro_gwg.bridge.nan import invalid_evaluations
 from pyro_gwg.compilation import compile_function
-from pyro_gwg.density import traceable
+from pyro_gwg.density import Density
 from pyro_gwg.proposals.algorithm import Algorithm
 from pyro_gwg.proposals.layout import CoordinateLayout
 
@@ -166,7 +166,8 @@ class ChainDriver:
     :param callable build: ``build(density, **static) -> Algorithm`` (see
         :mod:`pyro_gwg.proposals.algorithm`), e.g. a kernel's
         :meth:`~pyro_gwg.DiscreteKernel.build`.
-    :param density: the :class:`~pyro_gwg.density.Density` sampled.
+    :param Density density: the density sampled, or ``None`` for an algorithm that
+        reads none (e.g. the block-Gibbs sweeps of :func:`~pyro_gwg.models.rbm.block_gibbs`).
     :param adaptation: the warmup adaptation (see :mod:`pyro_gwg.adaptation`), or
         ``None``; its ``static`` dict overrides ``build``'s arguments.
     :param int num_warmup: warmup steps (adapted, when there is an adaptation).
@@ -207,7 +208,7 @@ class ChainDriver:
     def __init__(
         self,
         build: Callable[..., Algorithm],
-        density,
+        density: Optional[Density],
         *,
         adaptation=None,
         num_warmup: int = 0,
@@ -243,13 +244,12 @@ class ChainDriver:
     @property
     def algorithm(self) -> Algorithm:
         """The ``(init, step)`` pair in force, on the density itself (eager), checked
-        (:func:`checked_algorithm`) where the density has a layout."""
+        (:func:`checked_algorithm`) where there is a density."""
         key = self._static_key
         if key not in self._algorithms:
             algorithm = self.build(self.density, **self.static)
-            layout = getattr(self.density, "layout", None)
-            if layout is not None:
-                algorithm = checked_algorithm(algorithm, layout)
+            if self.density is not None:
+                algorithm = checked_algorithm(algorithm, self.density.layout)
             self._algorithms[key] = algorithm
         return self._algorithms[key]
 
@@ -434,12 +434,12 @@ class ChainDriver:
         be compiled and where every compiler fails. ``"auto"`` gives an
         :class:`_AutoCompiled` function."""
         density = self.density
-        usable = _compilers(density)
+        usable = tuple(density.compilable) if density is not None else ()
         if backend is None or not usable or (backend not in usable and backend != "auto"):
             return body_of(self.algorithm.step)
         state = self.state
         num_chains = state.codes.shape[0]
-        body = body_of(self.build(traceable(density, num_chains), **self.static).step)
+        body = body_of(self.build(density.traceable(num_chains), **self.static).step)
         state_type, types = type(state), []
         # tensors the density reads that change between calls (inputs, pyro.param
         # values): arguments of the compiled function, not constants
@@ -625,14 +625,6 @@ class _ThreadTuned:
                 self.threads = fewest_fast_threads(self.seconds)
                 logger.debug("running with %d thread(s): %s", self.threads, self.seconds)
         return out
-
-
-def _compilers(density) -> Tuple[str, ...]:
-    """The compilers a density declares it can be traced by (its class's
-    ``compilable``; none for a density that does not declare them, which runs eagerly)."""
-    if not hasattr(type(density), "compilable"):
-        return ()
-    return tuple(density.compilable)
 
 
 def _blocks(step: Callable, num_steps: int, code_dtype: torch.dtype) -> Callable:

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import pyro_gwg
-from pyro_gwg.density import PotentialDensity, binary_layout, categorical_layout
+from pyro_gwg.density import Density, PotentialDensity, binary_layout, categorical_layout
 from pyro_gwg.proposals.layout import CoordinateLayout
 
 COUPLING = torch.tensor([[0.0, 0.8, -0.5], [0.8, 0.0, 0.3], [-0.5, 0.3, 0.0]])
@@ -115,3 +115,14 @@ def test_an_ordinal_layout_accepts_its_values_and_refuses_others():
         algorithm.init(torch.tensor([[5, 0]]))
     with pytest.raises(ValueError, match="coordinate 1 \\(an integer >= -2, got \\[-3\\]\\)"):
         algorithm.init(torch.tensor([[0, -3]]))
+
+
+def test_a_density_on_the_base_has_every_member_of_the_protocol_and_runs_eagerly():
+    # the chain driver calls these members directly: no density is probed for them
+    density = PotentialDensity(_ising, binary_layout(3))
+    assert isinstance(density, Density)
+    assert density.compilable == () and density.arguments() == ()
+    assert density.traceable(4) is density
+    with density.reading(()), density.recording() as evaluations:
+        density.log_joint(torch.zeros(2, 3, dtype=torch.long))
+    assert evaluations == []

@@ -10,7 +10,7 @@ from small_models import SUITE
 
 import pyro_gwg
 from pyro_gwg.adaptation import flips_bound
-from pyro_gwg.density import Density, PotentialDensity, binary_layout, traceable
+from pyro_gwg.density import Density, PotentialDensity, binary_layout
 from pyro_gwg.driver import ChainDriver, CheckedAlgorithm, checked_algorithm
 from pyro_gwg.enumeration import exact_posterior
 from pyro_gwg.kernels import REGISTRY
@@ -46,7 +46,7 @@ def test_potential_density_matches_the_pyro_model():
     assert torch.allclose(value - value[2], expected - expected[2])
     assert torch.allclose(grad, expected_grad, atol=1e-6)
     assert isinstance(density, Density) and isinstance(energy, Density)
-    assert traceable(density, 3) is density
+    assert density.traceable(3) is density
 
 
 @pytest.mark.parametrize("name", sorted(REGISTRY))

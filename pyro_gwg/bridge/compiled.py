@@ -37,8 +37,9 @@ class Compiling:
 
     def traceable(self, num_chains: int) -> TraceableEnergy:
         """The density a compiler traces for ``num_chains`` chains (see
-        :func:`pyro_gwg.density.traceable`): :meth:`traceable_value_and_grad` and the
-        batched :meth:`log_joint`, to be called inside :meth:`recording`."""
+        :meth:`Density.traceable <pyro_gwg.density.Density.traceable>`):
+        :meth:`traceable_value_and_grad` and the batched :meth:`log_joint`, to be called
+        inside :meth:`recording`."""
         value_and_grad = self.traceable_value_and_grad(num_chains)
         return TraceableEnergy(self, self.layout, self.log_joint, value_and_grad)
 
@@ -164,8 +165,10 @@ class Compiling:
 
 
 class TraceableEnergy(NamedTuple):
-    """A :class:`~pyro_gwg.density.Density` view of a :class:`DiscreteEnergy` for
-    compilers (see :meth:`DiscreteEnergy.traceable`); ``source`` is that energy."""
+    """The view of a :class:`DiscreteEnergy` that a kernel's ``build`` is given when a
+    compiler traces a transition (see :meth:`DiscreteEnergy.traceable`): the members
+    of a :class:`~pyro_gwg.density.Density` that the kernels read; ``source`` is that
+    energy."""
 
     source: DiscreteEnergy
     layout: CoordinateLayout

@@ -22,6 +22,7 @@ from typing import NamedTuple, Optional, Tuple
 import torch
 
 from pyro_gwg.bridge.density import DiscreteEnergy
+from pyro_gwg.density import BaseDensity
 from pyro_gwg.driver import ChainDriver
 from pyro_gwg.kernels.base import DiscreteKernel
 
@@ -36,11 +37,12 @@ class Evaluation(NamedTuple):
     base: torch.Tensor
 
 
-class EstimatorEnergy:
+class EstimatorEnergy(BaseDensity):
     r"""The density a kernel sees inside an estimator: :math:`\beta f + (1 - \beta) \log p_0`.
 
-    Attributes other than ``log_joint`` and ``value_and_grad`` (``layout``, ``sites``,
-    ``check_vectorized``, ...) are those of the wrapped energy.
+    Attributes other than ``log_joint``, ``value_and_grad`` and the eager defaults of
+    :class:`~pyro_gwg.density.BaseDensity` (``layout``, ``sites``, ``check_vectorized``,
+    ``raise_invalid``, ...) are those of the wrapped energy.
 
     :param DiscreteEnergy energy: the model's energy :math:`f`.
     :param base: a base distribution with ``log_prob(codes)`` and ``grad(codes)`` (see
