@@ -71,7 +71,11 @@ class StuckChainWarning(UserWarning):
 class DiscreteKernel(MCMCKernel):
     """Base class of the pyro-gwg kernels; works with :class:`pyro.infer.MCMC`.
 
-    :param callable model: a Pyro model whose latent sites are discrete.
+    Every kernel takes the model first and the options below as keywords; they are
+    documented here once, and each kernel documents only its own settings.
+
+    :param callable model: a Pyro model whose latent sites are discrete (or ``None``
+        where another object supplies it, e.g. :class:`~pyro_gwg.MixedGibbs`).
     :param jit_compile: how the whole transition (model forward and backward pass,
         proposal, MH) is compiled into one graph (see :mod:`pyro_gwg.compilation`):
 
@@ -93,6 +97,22 @@ class DiscreteKernel(MCMCKernel):
     :param int max_plate_nesting: bound on nested plates; guessed when ``None``.
     :param callable init_strategy: Pyro per-site initialisation strategy
         (default :func:`~pyro.infer.autoguide.initialization.init_to_sample`).
+
+    Example, with :class:`~pyro_gwg.GWG` (any kernel runs the same way)::
+
+        >>> import pyro, torch
+        >>> import pyro.distributions as dist
+        >>> from pyro.infer import MCMC
+        >>> from pyro_gwg import GWG
+        >>> def model(y):
+        ...     with pyro.plate("sites", 3):
+        ...         x = pyro.sample("x", dist.Bernoulli(0.5))
+        ...     pyro.sample("y", dist.Normal(x.sum(-1, keepdim=True), 1.0), obs=y)
+        >>> pyro.set_rng_seed(0)
+        >>> mcmc = MCMC(GWG(model), num_samples=200, warmup_steps=50, disable_progbar=True)
+        >>> mcmc.run(torch.tensor(2.0))
+        >>> mcmc.get_samples()["x"].shape
+        torch.Size([200, 3])
 
     Per-draw statistics (after warmup) come back from :meth:`diagnostics`:
     ``accepted``, ``accept_prob``, ``num_changed`` (coordinates changed by the

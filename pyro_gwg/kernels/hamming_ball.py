@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Optional, Sequence, Union
 
 import torch
-from pyro.infer.autoguide.initialization import init_to_sample
 
 from pyro_gwg._validation import check_integer
 from pyro_gwg.kernels.evaluating import EvaluatingKernel
@@ -16,9 +15,7 @@ __all__ = ["HammingBall"]
 
 
 class HammingBall(EvaluatingKernel):
-    r"""The Hamming ball sampler of Titsias & Yau (2017) [TitsiasYau2017]_ for the latent
-    discrete sites
-    of a Pyro model, as a :class:`~pyro.infer.mcmc.mcmc_kernel.MCMCKernel`.
+    r"""The Hamming ball sampler of Titsias & Yau (2017) [TitsiasYau2017]_.
 
     Each step picks a block of ``block_size`` coordinates (``block_size`` distinct
     coordinates uniformly at random, or one of ``blocks`` uniformly at random), draws
@@ -37,7 +34,6 @@ class HammingBall(EvaluatingKernel):
     ``energy_evals``, ``grad_evals`` and ``log_joint`` (see
     :class:`~pyro_gwg.DiscreteKernel`).
 
-    :param callable model: a Pyro model whose latent sites are discrete.
     :param int block_size: coordinates per block (capped at the number of
         coordinates); ignored when ``blocks`` is given.
     :param int radius: Hamming radius of the ball.
@@ -45,12 +41,14 @@ class HammingBall(EvaluatingKernel):
         nested sequence) of flat coordinate indices, e.g. all factors of one time
         step of a factorial HMM (:func:`pyro_gwg.models.fhmm_time_blocks`).
     :param int window: cell width for unbounded ordinal sites (default 8).
-    :param int chunk_size: most states per batched run of the model.
-    :param jit_compile: compilation of the whole transition: ``"auto"`` (default),
-        ``True``, ``"inductor"``, ``"make_fx"`` or ``False``; see
-        :class:`~pyro_gwg.DiscreteKernel`.
-    :param int max_plate_nesting: bound on nested plates; guessed when ``None``.
-    :param callable init_strategy: Pyro per-site initialisation strategy.
+    :param options: ``chunk_size`` (see
+        :class:`~pyro_gwg.kernels.evaluating.EvaluatingKernel`) and the options of every
+        kernel (see :class:`~pyro_gwg.DiscreteKernel`).
+
+    Example::
+
+        >>> HammingBall(block_size=10, radius=1).block_size  # HB-10-1
+        10
     """
 
     def __init__(
@@ -61,10 +59,7 @@ class HammingBall(EvaluatingKernel):
         radius: int = 1,
         blocks: Optional[Union[torch.Tensor, Sequence[Sequence[int]]]] = None,
         window: int = 8,
-        chunk_size: int = 4096,
-        jit_compile: Union[bool, str] = "auto",
-        max_plate_nesting: Optional[int] = None,
-        init_strategy=init_to_sample,
+        **options,
     ) -> None:
         for name, value in (("block_size", block_size), ("radius", radius), ("window", window)):
             check_integer(name, value, 1)
@@ -73,13 +68,7 @@ class HammingBall(EvaluatingKernel):
             if blocks.dim() != 2 or blocks.numel() == 0:
                 raise ValueError("blocks must be a non-empty [num_blocks, block_size] array")
             block_size = blocks.shape[1]
-        super().__init__(
-            model,
-            chunk_size=chunk_size,
-            jit_compile=jit_compile,
-            max_plate_nesting=max_plate_nesting,
-            init_strategy=init_strategy,
-        )
+        super().__init__(model, **options)
         self.block_size = int(block_size)
         self.radius = int(radius)
         self.blocks = blocks
