@@ -29,12 +29,8 @@ import torch
 from pyro.ops.dual_averaging import DualAveraging
 
 from pyro_gwg._warn import warn
-from pyro_gwg.proposals.ncg import (
-    CandidateGrid,
-    PreconditionerFit,
-    fit_preconditioner,
-    preconditioner,
-)
+from pyro_gwg.proposals.layout import CandidateGrid
+from pyro_gwg.proposals.ncg import PreconditionerFit, fit_preconditioner, preconditioner
 
 __all__ = ["NumFlipsAdaptation", "PreconditionerAdaptation", "StepSizeAdaptation", "flips_bound"]
 

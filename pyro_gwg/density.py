@@ -41,8 +41,7 @@ import torch
 
 from pyro_gwg.bridge.batching import ATOL, RTOL
 from pyro_gwg.bridge.nan import invalid_evaluations
-from pyro_gwg.proposals.layout import CoordinateLayout
-from pyro_gwg.proposals.ncg import CandidateGrid
+from pyro_gwg.proposals.layout import CandidateGrid, CoordinateLayout
 
 __all__ = [
     "BaseDensity",

@@ -14,6 +14,7 @@ import pyro_gwg
 import pyro_gwg.proposals.ncg as ncg_math
 from pyro_gwg import DMALA, DULA, NCG, DiscreteEnergy, exact_posterior
 from pyro_gwg.enumeration import ExactPosterior
+from pyro_gwg.proposals.layout import CandidateGrid
 
 pytestmark = pytest.mark.filterwarnings("ignore:Categorical site")
 
@@ -25,7 +26,7 @@ QUADRATIC = ["coupled_binary_field", "one_hot_mixture"]
 def dula_transition_matrix(energy, states, step_size):
     """``[S, S]`` DULA transition matrix over ``states`` (every state of a bounded
     model): T(x, x') = q(x' | x), the NCG proposal of ``dula_step``."""
-    grid = ncg_math.CandidateGrid(energy.layout)
+    grid = CandidateGrid(energy.layout)
     num = len(states)
     _, grad = energy.value_and_grad(states)
     log_q, base = ncg_math.ncg_proposal(states, grad, torch.full((num,), step_size), grid)

@@ -11,6 +11,7 @@ from small_models import BOUNDS, SUITE
 import pyro_gwg.proposals.ncg as ncg_math
 from pyro_gwg import AVG, NCG, PAVG, DiscreteEnergy, exact_posterior
 from pyro_gwg.models import lattice_ising
+from pyro_gwg.proposals.layout import CandidateGrid
 from pyro_gwg.proposals.mh import accept_probability
 
 pytestmark = pytest.mark.filterwarnings("ignore:Categorical site")
@@ -44,7 +45,7 @@ def ncg_transition_matrix(energy, states, step_size):
     """``[S, S]`` NCG transition matrix over ``states`` (which must hold every state
     NCG can propose): q(x'|x) min(1, r) off the diagonal, the rest on it; q from
     ``ncg_proposal`` and r from ``ncg_log_ratio``, the functions ``ncg_step`` uses."""
-    grid = ncg_math.CandidateGrid(energy.layout)
+    grid = CandidateGrid(energy.layout)
     num = len(states)
     f, grad = energy.value_and_grad(states)
     step = torch.full((num,), step_size)

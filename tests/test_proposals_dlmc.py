@@ -17,7 +17,8 @@ from pyro_gwg.proposals.dlmc import (
     dlmc_proposal,
     log1mexp,
 )
-from pyro_gwg.proposals.ncg import CandidateGrid, factorised_log_prob
+from pyro_gwg.proposals.layout import CandidateGrid
+from pyro_gwg.proposals.ncg import factorised_log_prob
 
 
 def _explicit_generator(psi):

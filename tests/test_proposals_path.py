@@ -12,7 +12,7 @@ import torch
 
 import pyro_gwg
 from pyro_gwg.proposals.gwg import GWGMove, apply_move, gwg_proposal, move_log_prob
-from pyro_gwg.proposals.ncg import CandidateGrid
+from pyro_gwg.proposals.layout import CandidateGrid
 from pyro_gwg.proposals.path import (
     build_pafs,
     build_pas,

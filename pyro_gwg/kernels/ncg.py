@@ -13,13 +13,8 @@ from pyro_gwg._validation import check_integer
 from pyro_gwg.adaptation import PreconditionerAdaptation
 from pyro_gwg.kernels.step_size import StepSizeKernel
 from pyro_gwg.proposals.algorithm import Algorithm
-from pyro_gwg.proposals.ncg import (
-    CandidateGrid,
-    PreconditionerFit,
-    build_avg,
-    build_ncg,
-    build_pavg,
-)
+from pyro_gwg.proposals.layout import CandidateGrid
+from pyro_gwg.proposals.ncg import PreconditionerFit, build_avg, build_ncg, build_pavg
 
 __all__ = ["AVG", "FactorisedKernel", "NCG", "PAVG"]
 

@@ -45,9 +45,8 @@ from typing import Tuple
 import torch
 
 from pyro_gwg.proposals.algorithm import Algorithm
-from pyro_gwg.proposals.layout import CoordinateLayout
+from pyro_gwg.proposals.layout import CandidateGrid, CoordinateLayout
 from pyro_gwg.proposals.ncg import (
-    CandidateGrid,
     FactorisedInfo,
     GradientState,
     ValueAndGrad,

@@ -81,11 +81,10 @@ from typing import Callable, NamedTuple, Optional, Tuple
 import torch
 
 from pyro_gwg.proposals.algorithm import Algorithm
-from pyro_gwg.proposals.layout import CoordinateLayout
+from pyro_gwg.proposals.layout import CandidateGrid
 from pyro_gwg.proposals.mh import accept_probability, metropolis_hastings, select
 
 __all__ = [
-    "CandidateGrid",
     "FactorisedInfo",
     "GradientState",
     "PAVGState",
@@ -112,112 +111,6 @@ __all__ = [
 ]
 
 ValueAndGrad = Callable[[torch.Tensor], Tuple[torch.Tensor, torch.Tensor]]
-
-
-class CandidateGrid:
-    """The candidate values of every coordinate and the relaxed embedding
-    :math:`\\phi`; static tensors and pure tensor methods, like
-    :class:`~pyro_gwg.proposals.layout.CoordinateLayout`.
-
-    Proposal tables are ``[C, D, V]``: slot ``j`` of coordinate ``i`` is the value
-    ``base_i + j`` of a scalar coordinate (``base_i`` is its lower bound, or
-    :math:`x_i - w` for a windowed one) or the category ``j`` of a categorical one.
-
-    :param CoordinateLayout layout: the coordinate layout.
-    :param int window: half-width ``w`` of the candidate window of coordinates with
-        an infinite bound (``2 w + 1`` values at most).
-    """
-
-    def __init__(self, layout: CoordinateLayout, window: int = 10) -> None:
-        if int(window) != window or window < 1:
-            raise ValueError("window must be a positive integer, got {}".format(window))
-        self.layout = layout
-        self.window = int(window)
-        scalar = layout.is_scalar
-        device = scalar.device
-        self.is_scalar = scalar
-        self.windowed = scalar & ~(torch.isfinite(layout.lower) & torch.isfinite(layout.upper))
-        self.lower = torch.where(scalar, layout.lower, 0.0)
-        self.upper = torch.where(scalar, layout.upper, (layout.num_categories - 1).float())
-        finite = torch.where(self.windowed, 2.0 * self.window + 1, self.upper - self.lower + 1)
-        self.span = finite.long()
-        self.num_slots = int(self.span.max())
-        self.slot = torch.arange(self.num_slots, device=device)
-        self._static_lower = torch.where(self.windowed, 0.0, self.lower).long()
-        sizes = torch.where(scalar, 1, layout.num_categories)
-        self.offset = torch.cumsum(sizes, 0) - sizes
-        self.relaxed_dim = int(sizes.sum())
-        # relaxed dimension r belongs to coordinate coord[r]; category slot[r] (0 if scalar)
-        self.coord = torch.repeat_interleave(torch.arange(layout.num_coords, device=device), sizes)
-        self.category = torch.arange(self.relaxed_dim, device=device) - self.offset[self.coord]
-        self.relaxed_scalar = scalar[self.coord]
-        # [D, V] index into the relaxed vector of the linear coefficient of each slot
-        cats = torch.minimum(self.slot, (sizes - 1).unsqueeze(-1))
-        self._coef_index = self.offset.unsqueeze(-1) + torch.where(scalar.unsqueeze(-1), 0, cats)
-        self._grad_index = self.coord * layout.grad_width + self.category
-        self._all_static = not bool(self.windowed.any())
-
-    # ------------------------------------------------------------------ embedding
-    def embed(self, codes: torch.Tensor) -> torch.Tensor:
-        r"""Relaxed values :math:`\phi(x)`.
-
-        :param torch.Tensor codes: long ``[C, D]``.
-        :returns: ``[C, R]`` in the default dtype.
-        """
-        per_dim = codes[:, self.coord]
-        dtype = torch.get_default_dtype()
-        return torch.where(
-            self.relaxed_scalar, per_dim.to(dtype), (per_dim == self.category).to(dtype)
-        )
-
-    def flat_grad(self, grad: torch.Tensor) -> torch.Tensor:
-        """The packed gradient ``[C, D, W]`` of the energy bridge as ``[C, R]``.
-
-        :param torch.Tensor grad: packed gradient.
-        :rtype: torch.Tensor
-        """
-        return grad.flatten(1)[:, self._grad_index]
-
-    def block_mask(self) -> torch.Tensor:
-        """bool ``[R, R]``: False between two different categories of one coordinate,
-        products the one-hot embedding makes identically zero."""
-        same = self.coord.unsqueeze(-1) == self.coord
-        return ~same | torch.eye(self.relaxed_dim, dtype=torch.bool, device=same.device)
-
-    # ------------------------------------------------------------------ candidates
-    def base(self, center: torch.Tensor) -> torch.Tensor:
-        """long ``[C, D]``: the value of slot 0 of each coordinate's candidates."""
-        if self._all_static:
-            return self._static_lower.expand_as(center)
-        return torch.where(self.windowed, center - self.window, self._static_lower)
-
-    def logits(self, linear: torch.Tensor, curvature: torch.Tensor, center: torch.Tensor):
-        r"""Log-probabilities of the factorised proposal
-        :math:`q_i(v) \propto \exp(\langle a_i, u_i(v)\rangle - \kappa \lVert u_i(v)\rVert^2/2)`,
-        :math:`u_i(v) = \phi_i(v) - \phi_i(x_i)`.
-
-        :param torch.Tensor linear: ``[C, R]`` linear coefficients ``a``.
-        :param torch.Tensor curvature: ``[C]`` curvature :math:`\kappa`.
-        :param torch.Tensor center: long ``[C, D]`` the state ``x`` the candidates are
-            built around (it fixes the windows).
-        :returns: ``([C, D, V]`` log-probabilities, ``-inf`` at invalid slots; ``base [C, D])``.
-        """
-        base = self.base(center)
-        values = base.unsqueeze(-1) + self.slot
-        valid = (
-            (values >= self.lower.unsqueeze(-1))
-            & (values <= self.upper.unsqueeze(-1))
-            & (self.slot < self.span.unsqueeze(-1))
-        )
-        x = center.unsqueeze(-1)
-        scalar = self.is_scalar.unsqueeze(-1)
-        delta = (values - x).to(linear.dtype)
-        coef = linear[:, self._coef_index]
-        lin = torch.where(scalar, coef * delta, coef)
-        quad = torch.where(scalar, delta * delta, 2.0 * (values != x).to(linear.dtype))
-        logits = lin - (0.5 * curvature).reshape(-1, 1, 1) * quad
-        logits = logits.masked_fill(~valid, -float("inf"))
-        return torch.log_softmax(logits, dim=-1), base
 
 
 def sample_factorised(log_probs: torch.Tensor, base: torch.Tensor) -> torch.Tensor:

@@ -98,9 +98,8 @@ from pyro_gwg.proposals.gwg import (
     log_mass_left,
     move_log_prob,
 )
-from pyro_gwg.proposals.layout import CoordinateLayout
+from pyro_gwg.proposals.layout import CandidateGrid, CoordinateLayout
 from pyro_gwg.proposals.mh import accept_probability, metropolis_hastings, select
-from pyro_gwg.proposals.ncg import CandidateGrid
 
 __all__ = [
     "PASState",
