@@ -33,7 +33,7 @@ from pyro_gwg.contrib.train.objectives import (
 )
 from pyro_gwg.kernels.base import DiscreteKernel
 from pyro_gwg.kernels.ncg import PAVG
-from pyro_gwg.proposals.ncg import CandidateGrid
+from pyro_gwg.proposals.layout import CandidateGrid
 
 __all__ = ["PCD"]
 
