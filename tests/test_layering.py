@@ -4,6 +4,9 @@
   ``pyro_gwg``) never imports ``pyro_gwg.contrib``, at any level of a module.
 * The core imports no optional dependency at module level (only inside functions), so
   that ``import pyro_gwg`` stays light.
+* The model bridge (``pyro_gwg.bridge``) imports only the layers below it: Pyro-trace
+  plumbing, sites, the coordinate layout and the compilers, never a density, kernel,
+  driver or runner.
 """
 
 import ast
@@ -18,6 +21,18 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "pyro_gwg"
 CONTRIB = "pyro_gwg.contrib"
 #: top-level packages that the core may only import inside functions
 OPTIONAL = ("arviz", "jax", "matplotlib", "numpyro", "pandas", "pymc", "scipy", "sklearn", "xarray")
+BRIDGE = "pyro_gwg.bridge"
+#: the modules of pyro_gwg that the bridge may import (with their submodules)
+BELOW_BRIDGE = (
+    "pyro_gwg._taint",
+    "pyro_gwg._trace",
+    "pyro_gwg._validation",
+    "pyro_gwg._warn",
+    "pyro_gwg.bridge",
+    "pyro_gwg.compilation",
+    "pyro_gwg.proposals.layout",
+    "pyro_gwg.sites",
+)
 
 
 def module_name(path: pathlib.Path) -> str:
@@ -73,6 +88,46 @@ def violations(source: str, module: str, is_package: bool = False):
                     )
                 )
     return found
+
+
+def bridge_violations(source: str, module: str, is_package: bool = False):
+    """Imports of a module of ``pyro_gwg`` above the bridge by a module of the bridge
+    (at any level of the module), as readable strings."""
+    if not (module == BRIDGE or module.startswith(BRIDGE + ".")):
+        return []
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
+        for name in imported_names(node, module, is_package):
+            if name.split(".")[0] != "pyro_gwg" or name == "pyro_gwg":
+                continue
+            if not any(name == b or name.startswith(b + ".") for b in BELOW_BRIDGE):
+                found.append(
+                    "{}:{} imports {} (above the bridge)".format(module, node.lineno, name)
+                )
+    return found
+
+
+def test_the_bridge_imports_only_the_layers_below_it():
+    found = []
+    for path in sorted((PACKAGE / "bridge").rglob("*.py")):
+        found += bridge_violations(path.read_text(), module_name(path), path.name == "__init__.py")
+    assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize(
+    "module, source, expected",
+    [
+        ("pyro_gwg.bridge.checks", "from pyro_gwg.kernels.base import DiscreteKernel", True),
+        ("pyro_gwg.bridge.nan", "def f():\n    from pyro_gwg import density", True),
+        ("pyro_gwg.bridge.batching", "from ..driver import ChainDriver", True),
+        ("pyro_gwg.bridge.density", "from pyro_gwg import _trace\nfrom .nan import x", False),
+        ("pyro_gwg.kernels.base", "from pyro_gwg.driver import ChainDriver", False),
+    ],
+)
+def test_the_bridge_check_finds_imports_from_above(module, source, expected):
+    assert bool(bridge_violations(source, module)) == expected
 
 
 def test_core_never_imports_contrib_nor_optional_dependencies_at_module_level():
