@@ -81,12 +81,12 @@ def child(args: argparse.Namespace) -> Dict[str, object]:
 
     import pyro_gwg
     from pyro_gwg import GWG, MCMC
-    from pyro_gwg.mcmc import _code_dtype
     from pyro_gwg.models import lattice_ising
+    from pyro_gwg.runner.draws import code_dtype
 
     torch.set_num_threads(args.threads)
     energy = pyro_gwg.DiscreteEnergy(lattice_ising, (), {"size": args.size})
-    item = torch.iinfo(_code_dtype(energy.layout)).bits // 8
+    item = torch.iinfo(code_dtype(energy.layout)).bits // 8
     stored = args.chains * args.samples * energy.num_coords * item
     pyro.set_rng_seed(args.seed)
     baseline = _status()["VmHWM"]

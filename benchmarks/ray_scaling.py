@@ -137,7 +137,7 @@ def run_chains(method: str, args, **kwargs) -> Dict[str, float]:
         "chain_steps_per_s": steps / wall,
         "setup_s_per_block": mcmc.timing["setup"] / blocks,
         "sampling_s_per_block": (mcmc.timing["warmup"] + mcmc.timing["sampling"]) / blocks,
-        "stored_bytes_per_block": mcmc._codes.numel() * mcmc._codes.element_size() / blocks,
+        "stored_bytes_per_block": mcmc.draws.codes.nbytes / blocks,
     }
 
 

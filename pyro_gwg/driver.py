@@ -187,6 +187,8 @@ class ChainDriver:
         :class:`~pyro_gwg.DiscreteEnergy`, see its
         :meth:`~pyro_gwg.DiscreteEnergy.arguments`) are passed to the compiled
         function as arguments, with their values of each call.
+    :param int horizon: the initial :attr:`horizon`.
+    :param callable on_compile: the initial :attr:`on_compile`.
 
     :ivar NamedTuple state: the chains' state (``None`` before :meth:`init`).
     :ivar int t: transitions taken since :meth:`init`.
@@ -213,6 +215,8 @@ class ChainDriver:
         adaptation=None,
         num_warmup: int = 0,
         backend: Optional[str] = None,
+        horizon: Optional[int] = None,
+        on_compile: Optional[Callable[[str], None]] = None,
     ) -> None:
         self.build = build
         self.density = density
@@ -222,8 +226,8 @@ class ChainDriver:
         self.state: Optional[NamedTuple] = None
         self.t = 0
         self.moves = MoveMonitor()
-        self.horizon: Optional[int] = None
-        self.on_compile: Optional[Callable[[str], None]] = None
+        self.horizon = horizon
+        self.on_compile = on_compile
         self.compile_seconds = 0.0
         self._algorithms: Dict[tuple, Algorithm] = {}
         self._compiled: Dict[tuple, Callable] = {}

@@ -40,7 +40,7 @@ from pyro.infer.mcmc.api import MCMC as _PyroMCMC
 
 from pyro_gwg import _trace
 from pyro_gwg.mcmc import MCMC as _BatchedMCMC
-from pyro_gwg.mcmc import smallest_int_dtype
+from pyro_gwg.runner.draws import smallest_int_dtype
 from pyro_gwg.sites import support_is_discrete
 
 __all__ = ["to_inference_data", "typed_samples"]
@@ -323,7 +323,8 @@ def _read_run(mcmc) -> Tuple[Dict[str, torch.Tensor], Mapping]:
     {"chain i": value}}`` of a finished run; a clear error for anything else."""
     if isinstance(mcmc, _BatchedMCMC):
         # integers straight from the stored codes; no site diagnostics are needed
-        return OrderedDict(mcmc._integer_samples()), mcmc._chain_statistics()
+        draws = mcmc.draws
+        return OrderedDict(draws.integer_samples()), draws.chain_statistics()
     _check_run(mcmc, "to_inference_data")
     pyro_run = isinstance(mcmc, _PyroMCMC)
     samples = mcmc.get_samples(group_by_chain=True)

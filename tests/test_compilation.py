@@ -427,7 +427,8 @@ def test_auto_mode_compiles_once_then_loads_the_package_from_disk(monkeypatch, t
         mcmc = MCMC(GWG(model), num_samples=40, warmup_steps=10, num_chains=3)
         # the progress bar says when the run compiles
         monkeypatch.setattr(
-            "pyro_gwg.mcmc._Progress.compiling", lambda self, message: messages.append(message)
+            "pyro_gwg.runner.progress.Progress.compiling",
+            lambda self, message: messages.append(message),
         )
         mcmc.run(*args)
         draws.append(mcmc.get_samples()["x"])
@@ -789,7 +790,9 @@ def test_a_compilation_of_a_second_or_more_is_announced_once(
         ]
     # pyro_gwg.MCMC also shows it in its progress bar
     shown = []
-    monkeypatch.setattr("pyro_gwg.mcmc._Progress.compiling", lambda self, m: shown.append(m))
+    monkeypatch.setattr(
+        "pyro_gwg.runner.progress.Progress.compiling", lambda self, m: shown.append(m)
+    )
     MCMC(GWG(model), num_samples=30, warmup_steps=0, num_chains=2).run(*args)
     assert shown == ["compiling with AOTInductor, about {:.0f} s".format(seconds)]
     assert len([line for line in capsys.readouterr().err.splitlines() if "pyro-gwg" in line]) == (

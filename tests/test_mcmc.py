@@ -207,6 +207,30 @@ def test_bad_arguments_are_refused():
         MCMC(pyro.infer.NUTS(model), 10)
 
 
+@pytest.mark.parametrize(
+    "how",
+    [
+        dict(num_chains=4),
+        dict(num_chains=4, chains_per_block=2),
+        dict(num_chains=1),
+        dict(num_chains=2, chain_method="sequential"),
+    ],
+    ids=["batched", "blocks", "one chain", "sequential"],
+)
+def test_a_run_leaves_the_kernel_as_it_was(how):
+    # the runner passes what a run needs to kernel.start and sets nothing on the kernel
+    model, args = SUITE["coupled_binary_field"]
+    kernel = GWG(model, jit_compile=False)
+    before = dict(kernel.__dict__)
+    pyro.set_rng_seed(0)
+    mcmc = MCMC(kernel, 150, 10, disable_progbar=True, **how)
+    mcmc.run(*args)
+    assert mcmc.get_samples(group_by_chain=True)["x"].shape == (how["num_chains"], 150, 5)
+    assert kernel.__dict__.keys() == before.keys()
+    changed = [name for name, value in kernel.__dict__.items() if value is not before[name]]
+    assert changed == []
+
+
 # ---------------------------------------------------------------- Pyro's interface
 
 
@@ -581,7 +605,7 @@ def test_ctrl_c_in_sequential_chains_keeps_the_finished_chains():
 
 
 def test_draws_are_kept_as_codes_and_decoded_in_chunks(monkeypatch):
-    import pyro_gwg.mcmc as mcmc_module
+    import pyro_gwg.runner.draws as draws_module
 
     model, (y,) = SUITE["coupled_binary_field"]
     pyro.set_rng_seed(0)
@@ -595,7 +619,7 @@ def test_draws_are_kept_as_codes_and_decoded_in_chunks(monkeypatch):
         return decode(self, codes)
 
     monkeypatch.setattr(pyro_gwg.DiscreteEnergy, "values_from_codes", recording)
-    monkeypatch.setattr(mcmc_module, "DECODE_ELEMENTS", 5 * 64)  # 64 draws of 5 coordinates
+    monkeypatch.setattr(draws_module, "DECODE_ELEMENTS", 5 * 64)  # 64 draws of 5 coordinates
     samples = mcmc.get_samples(group_by_chain=True)["x"]
     assert samples.shape == (4, 200, 5) and samples.dtype == torch.get_default_dtype()
     assert rows and max(rows) <= 64 and sum(rows) == 800

@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import math
 from abc import abstractmethod
-from typing import Dict, List, NamedTuple, Optional, Tuple, Union
+from typing import Callable, Dict, List, NamedTuple, Optional, Tuple, Union
 
 import torch
 from pyro.infer.autoguide.initialization import init_to_sample
@@ -35,7 +35,7 @@ from pyro_gwg.driver import ChainDriver, checked_algorithm
 from pyro_gwg.proposals.algorithm import Algorithm
 from pyro_gwg.sites import BINARY, UnsupportedModelError
 
-__all__ = ["DiscreteKernel", "JIT_MODES", "StuckChainWarning"]
+__all__ = ["ChainRun", "DiscreteKernel", "JIT_MODES", "StuckChainWarning"]
 
 #: values of ``jit_compile``
 JIT_MODES = (False, True, "auto", "inductor", "make_fx")
@@ -121,16 +121,18 @@ class DiscreteKernel(MCMCKernel):
     each a tensor with one entry per draw, plus ``acceptance rate`` and an empty
     ``divergences`` list (which ``mcmc.summary()`` and ``arviz.from_pyro`` expect).
 
-    Runners that batch chains set the attribute ``vectorized_chains`` before
-    :meth:`setup`; samples and statistics then carry a leading chain dimension.
+    Inside :class:`pyro.infer.MCMC` the kernel holds the state of its run, as Pyro's
+    kernels do (:meth:`setup`, :meth:`sample`, :meth:`cleanup`); a caller that batches
+    chains this way sets the attribute ``vectorized_chains`` before :meth:`setup`, and
+    samples and statistics then carry a leading chain dimension. :class:`pyro_gwg.MCMC`
+    instead asks :meth:`start` for a :class:`ChainRun` per block of chains and leaves
+    the kernel as it is.
 
     Warnings about a run (:class:`StuckChainWarning`, gradient-blind ``Categorical``
-    sites) come once per cause and run, each listing the sites and chains it concerns.
-    A run of several blocks of chains, one :meth:`setup` and :meth:`cleanup` each, says
-    so with the attribute ``block_of_run``: ``(block, number of blocks, first chain)``,
-    set before each :meth:`setup` (:class:`pyro_gwg.MCMC` does); the sequential chains
-    of :class:`pyro.infer.MCMC` are recognised as such. Otherwise each :meth:`setup`
-    starts a run of its own.
+    sites) come once per cause and run, each listing the sites and chains it concerns:
+    the blocks of chains of one run share what they found (:meth:`start`'s ``block``
+    and ``report``), and the sequential chains of :class:`pyro.infer.MCMC` are
+    recognised as such.
     """
 
     #: the step evaluates the gradient of the log density (one forward and one
@@ -176,11 +178,8 @@ class DiscreteKernel(MCMCKernel):
         self.energy: Optional[DiscreteEnergy] = None
         self.driver: Optional[ChainDriver] = None
         self._initial_params: Optional[Dict[str, torch.Tensor]] = None
-        #: ``(block, number of blocks, first chain)`` of the next :meth:`setup` in its
-        #: run, or ``None`` (see the class documentation)
-        self.block_of_run: Optional[Tuple[int, int, int]] = None
-        self._run_report = _RunReport()
-        self._block: Optional[Tuple[int, int, int]] = None  # that of the last setup
+        self._run: Optional[ChainRun] = None  # the run of setup, until cleanup
+        self._run_report = _RunReport()  # what the chains of the last setup found
         self._reset()
 
     # --------------------------------------------------------------- kernel API
@@ -222,10 +221,16 @@ class DiscreteKernel(MCMCKernel):
 
     def _check_density(self, density) -> None:
         """Refuse settings that do not fit the density (default: none); called by
-        :meth:`setup` and :meth:`driver_for`."""
+        :meth:`model_density` and :meth:`driver_for`."""
 
     def driver_for(
-        self, density, num_warmup: int = 0, backend: Optional[str] = None
+        self,
+        density,
+        num_warmup: int = 0,
+        backend: Optional[str] = None,
+        *,
+        horizon: Optional[int] = None,
+        on_compile: Optional[Callable[[str], None]] = None,
     ) -> ChainDriver:
         """A :class:`~pyro_gwg.driver.ChainDriver` of this kernel on ``density`` (any
         :class:`~pyro_gwg.density.Density`: the model bridge, a tempered density, a
@@ -234,6 +239,9 @@ class DiscreteKernel(MCMCKernel):
         :param density: the density to sample.
         :param int num_warmup: warmup steps (adapted where the kernel adapts).
         :param str backend: compiler of blocks of transitions (``None``: eager).
+        :param int horizon: the driver's :attr:`~pyro_gwg.driver.ChainDriver.horizon`.
+        :param callable on_compile: the driver's
+            :attr:`~pyro_gwg.driver.ChainDriver.on_compile`.
         :rtype: ChainDriver
         """
         self._check_density(density)
@@ -243,31 +251,29 @@ class DiscreteKernel(MCMCKernel):
             adaptation=self.adaptation(density, num_warmup) if num_warmup > 0 else None,
             num_warmup=num_warmup,
             backend=backend,
+            horizon=horizon,
+            on_compile=on_compile,
         )
 
-    # --------------------------------------------------------------- Pyro interface
-    def _reset(self) -> None:
-        self.driver = None
-        self._params: Optional[Dict[str, torch.Tensor]] = None
-        self._phase_accepted = 0
-        self._phase_draws = 0
-        self._draw_stats: Dict[str, torch.Tensor] = {}  # [capacity, C] rows (see _record)
-        self._num_recorded = 0
+    def model_density(self, model_args: tuple = (), model_kwargs: Optional[dict] = None):
+        """The model's :class:`~pyro_gwg.DiscreteEnergy` for these arguments, with the
+        kernel's settings (``max_plate_nesting``, ``init_strategy``, ...), checked
+        against them.
 
-    def setup(self, warmup_steps: int, *args, **kwargs) -> None:
+        :param tuple model_args: the model's positional arguments.
+        :param dict model_kwargs: its keyword arguments.
+        :rtype: DiscreteEnergy
+        :raises UnsupportedModelError: for a kernel without a model, a model with
+            nothing to sample, or one the kernel's settings do not fit.
+        """
         if self.model is None:
             raise UnsupportedModelError(
                 "{} needs a model: {}(model).".format(type(self).__name__, type(self).__name__)
             )
-        self._reset()
-        self._block = block = self.block_of_run or _trace.pyro_sequential_chain() or (0, 1, 0)
-        if block[0] == 0:
-            self._run_report = _RunReport()
-        warmup_steps = check_integer("warmup_steps", warmup_steps, 0)
-        self.energy = energy = DiscreteEnergy(
+        energy = DiscreteEnergy(
             self.model,
-            args,
-            kwargs,
+            model_args,
+            model_kwargs,
             max_plate_nesting=self.max_plate_nesting,
             jit_compile=bool(self.jit_compile),
             inputs=self.inputs,
@@ -279,46 +285,113 @@ class DiscreteKernel(MCMCKernel):
                 "there is nothing to sample."
             )
         self._check_density(energy)
+        return energy
+
+    def start(
+        self,
+        warmup_steps: int,
+        model_args: tuple = (),
+        model_kwargs: Optional[dict] = None,
+        *,
+        num_chains: int = 1,
+        initial_params: Optional[Dict[str, torch.Tensor]] = None,
+        horizon: Optional[int] = None,
+        on_compile: Optional[Callable[[str], None]] = None,
+        block: Tuple[int, int, int] = (0, 1, 0),
+        report: Optional[_RunReport] = None,
+    ) -> ChainRun:
+        """Start ``num_chains`` chains on the model: a :class:`ChainRun` holding the
+        model's density (:meth:`model_density`) and a chain driver at the initial
+        states. The kernel itself is left as it is (:class:`pyro_gwg.MCMC` runs its
+        chains this way).
+
+        :param int warmup_steps: warmup steps (adapted where the kernel adapts).
+        :param tuple model_args: the model's positional arguments.
+        :param dict model_kwargs: its keyword arguments.
+        :param int num_chains: chains, as a leading batch dimension.
+        :param dict initial_params: initial model values ``{site: [num_chains, ...]}``
+            (for one chain also without the chain dimension); ``None``: from the
+            kernel's ``init_strategy``.
+        :param int horizon: the step at which the caller will stop (for the cost model
+            of ``jit_compile="auto"``, see :attr:`~pyro_gwg.driver.ChainDriver.horizon`).
+        :param callable on_compile: told before a long compilation starts (see
+            :attr:`~pyro_gwg.driver.ChainDriver.on_compile`).
+        :param tuple block: ``(block, number of blocks, first chain)`` where the run's
+            chains go in blocks, each started on its own.
+        :param report: the ``report`` of the previous block's :class:`ChainRun` (what
+            the run found so far; ``None`` for the first block).
+        :rtype: ChainRun
+        """
+        warmup_steps = check_integer("warmup_steps", warmup_steps, 0)
+        energy = self.model_density(model_args, model_kwargs)
+        report = _RunReport() if report is None else report
         # the blocks of chains of a run share the model: the first chose its batching
         # (with its warning)
-        energy.batching = self._run_report.batching
-        if self._initial_params is not None:
-            codes = energy.codes_from_values(
-                self._with_chain_dim(self._initial_params), "Initial value"
-            )
-            if codes.shape[0] != self.vectorized_chains:
+        energy.batching = report.batching
+        if initial_params is not None:
+            if num_chains == 1:  # one chain's values may come without their chain dim
+                initial_params = energy.with_chain_dim(initial_params)
+            codes = energy.codes_from_values(initial_params, "Initial value")
+            if codes.shape[0] != num_chains:
                 raise ValueError(
                     "initial_params hold {} state(s) but {} chain(s) are run; give one "
                     "initial value per chain (a leading dimension of size {}).".format(
-                        codes.shape[0], self.vectorized_chains, self.vectorized_chains
+                        codes.shape[0], num_chains, num_chains
                     )
                 )
             energy.check_initial(codes)
         else:
-            codes = energy.initial_codes(self.vectorized_chains)
+            codes = energy.initial_codes(num_chains)
         if self.evaluates_states and energy.batching is None:
             # even one chain's step evaluates many states
             energy.choose_batching(codes)
-        energy.warn_gradient_blind_categoricals(codes[:1], self._run_report.categoricals)
+        energy.warn_gradient_blind_categoricals(codes[:1], report.categoricals)
         mode = self.jit_compile
         # (an earlier block of the run found that it does not compile, and said so)
-        if mode and (self._run_report.eager or not self._traceable(codes)):
-            self._run_report.eager = True
+        if mode and (report.eager or not self._traceable(energy, codes)):
+            report.eager = True
             energy.jit_compile = mode = False
-        self.driver = self.driver_for(energy, warmup_steps, _BACKENDS[mode])
-        # inside pyro.infer.MCMC: the draws it will ask for (pyro_gwg.MCMC sets its own)
-        self.driver.horizon = _trace.pyro_run_length()
-        self.driver.init(codes)
-        self._params = self._params_from_codes(codes)
+        driver = self.driver_for(
+            energy, warmup_steps, _BACKENDS[mode], horizon=horizon, on_compile=on_compile
+        )
+        driver.init(codes)
+        return ChainRun(self, energy, driver, report, block)
+
+    # --------------------------------------------------------------- Pyro interface
+    def _reset(self) -> None:
+        self.driver = None
+        self._params: Optional[Dict[str, torch.Tensor]] = None
+        self._phase_accepted = 0
+        self._phase_draws = 0
+        self._draw_stats: Dict[str, torch.Tensor] = {}  # [capacity, C] rows (see _record)
+        self._num_recorded = 0
+
+    def setup(self, warmup_steps: int, *args, **kwargs) -> None:
+        self._reset()
+        block = _trace.pyro_sequential_chain() or (0, 1, 0)
+        self._run = run = self.start(
+            warmup_steps,
+            args,
+            kwargs,
+            num_chains=self.vectorized_chains,
+            initial_params=self._initial_params,
+            # inside pyro.infer.MCMC: the draws it will ask for
+            horizon=_trace.pyro_run_length(),
+            block=block,
+            report=self._run_report if block[0] > 0 else None,
+        )
+        self._run_report = run.report
+        self.energy, self.driver = run.energy, run.driver
+        self._params = self._params_from_codes(run.state.codes)
         self._initial_params = self._params
 
-    def _traceable(self, codes: torch.Tensor) -> bool:
+    def _traceable(self, energy: DiscreteEnergy, codes: torch.Tensor) -> bool:
         """Compile the energy and check it against the eager model (see
         :meth:`DiscreteEnergy.value_and_grad <pyro_gwg.DiscreteEnergy.value_and_grad>`);
         with ``jit_compile="auto"``, a model that fails to compile or fails the check
         runs eagerly (``False``)."""
         try:
-            self.energy.value_and_grad(codes)
+            energy.value_and_grad(codes)
         except (UnsupportedModelError, RuntimeError) as error:
             if self.jit_compile != "auto":
                 raise
@@ -326,7 +399,7 @@ class DiscreteKernel(MCMCKernel):
                 "{} Running {} eagerly.".format(error, type(self).__name__),
                 CompilationWarning,
             )
-            self.energy.jit_compile = False
+            energy.jit_compile = False
             return False
         return True
 
@@ -370,61 +443,29 @@ class DiscreteKernel(MCMCKernel):
         return stats
 
     def cleanup(self) -> None:
-        block, self._block = self._block, None
-        if block is not None:  # (pyro.infer.MCMC calls cleanup twice per chain)
-            self._note_moves(block[2])
-            self._run_report.batching = self.energy.batching
-            if block[0] == block[1] - 1:  # the last block of chains of the run
-                self._warn_if_stuck()
+        run, self._run = self._run, None
+        if run is not None:  # (pyro.infer.MCMC calls cleanup twice per chain)
+            run.finish()
         self._initial_params = None
         self._reset()
 
     def __getstate__(self):
-        # compiled functions and traces do not pickle; setup() rebuilds them
-        state = self.__dict__.copy()
-        state.update(energy=None, driver=None, _params=None, _draw_stats={})
-        return state
+        # a kernel run by pyro.infer.MCMC in this process keeps the density of that run,
+        # whose traces and compiled functions do not pickle; setup() builds another
+        return dict(self.__dict__, energy=None, driver=None, _run=None)
 
-    def _note_moves(self, first_chain: int) -> None:
-        """Add the moves after warmup of the block of chains just run (chains
-        ``first_chain, ...``) to the run's report: the chains that hardly changed state
-        and the coordinates that never changed, with the evidence that the posterior is
-        sure of them (see :data:`STUCK_EXPECTED_MOVES`)."""
-        moves = self.driver.moves if self.driver is not None else None
-        if moves is None or moves.moved is None or moves.steps < STUCK_MIN_STEPS:
-            return
-        codes = self.driver.state.codes
-        layout = self.energy.layout
-        movable = layout.num_values() > 1
-        fraction = moves.moved.double().cpu() / moves.steps
-        slow = fraction < STUCK_FRACTION
-        unchanged = moves.unchanged & movable
-        probed = unchanged.expand(codes.shape).clone()
-        probed[slow.to(probed.device)] = movable
-        # an exact single-site Gibbs sampler redraws each coordinate steps / D times
-        expected = _leave_probabilities(self.energy, codes, probed).cpu() * (
-            moves.steps / max(int(movable.sum()), 1)
-        )
-        chains = [
-            (first_chain + c, float(fraction[c]))
-            for c in slow.nonzero().reshape(-1).tolist()
-            if float(expected[c].sum()) >= STUCK_EXPECTED_MOVES
-        ]
-        self._run_report.add(codes.cpu(), unchanged.cpu(), expected.sum(0), chains, moves.steps)
-
-    def _warn_if_stuck(self) -> None:
+    def _warn_if_stuck(self, report: _RunReport, energy: DiscreteEnergy) -> None:
         """At the end of a run, warn once about the chains that changed state in almost
         none of their steps after warmup (see :data:`STUCK_FRACTION`), and once about
-        the coordinates that never changed in any chain, where the posterior is not
-        sure of them (see :data:`STUCK_EXPECTED_MOVES`)."""
-        report = self._run_report
+        the coordinates of ``energy`` that never changed in any chain, where the
+        posterior is not sure of them (see :data:`STUCK_EXPECTED_MOVES`)."""
         if report.slow_chains:
             self._warn_stuck_chains(report)
         if report.unchanged is not None and len(report.slow_chains) < report.num_chains:
             # (when every chain got the warning above, it says it all)
             stuck = report.unchanged & (report.split | (report.expected >= STUCK_EXPECTED_MOVES))
             if bool(stuck.any()):
-                self._warn_unchanged_coordinates(report, stuck)
+                self._warn_unchanged_coordinates(report, energy, stuck)
 
     def _warn_stuck_chains(self, report: _RunReport) -> None:
         stuck = [c for c, _ in report.slow_chains]
@@ -450,9 +491,11 @@ class DiscreteKernel(MCMCKernel):
             StuckChainWarning,
         )
 
-    def _warn_unchanged_coordinates(self, report: _RunReport, stuck: torch.Tensor) -> None:
+    def _warn_unchanged_coordinates(
+        self, report: _RunReport, energy: DiscreteEnergy, stuck: torch.Tensor
+    ) -> None:
         parts, total, indicators = [], 0, False
-        for site, block in zip(self.energy.sites, self.energy.split(stuck.unsqueeze(0))):
+        for site, block in zip(energy.sites, energy.split(stuck.unsqueeze(0))):
             block = block[0]
             if not bool(block.any()):
                 continue
@@ -553,6 +596,74 @@ class DiscreteKernel(MCMCKernel):
         if self.vectorized_chains == 1:
             values = {k: v[0] for k, v in values.items()}
         return {k: v if v.dtype == dtype else v.to(dtype) for k, v in values.items()}
+
+
+class ChainRun:
+    """One run of a kernel's chains on a model, or one block of a run's chains, from
+    :meth:`DiscreteKernel.start`: the per-run state, apart from the kernel.
+
+    :ivar DiscreteEnergy energy: the model's density.
+    :ivar ChainDriver driver: runs the transitions (see :meth:`ChainDriver.run
+        <pyro_gwg.driver.ChainDriver.run>`).
+    :ivar report: what the run found so far, for the warnings at its end (pass it to
+        the next block's :meth:`~DiscreteKernel.start`).
+    """
+
+    def __init__(
+        self,
+        kernel: DiscreteKernel,
+        energy: DiscreteEnergy,
+        driver: ChainDriver,
+        report: _RunReport,
+        block: Tuple[int, int, int],
+    ) -> None:
+        self.kernel, self.energy, self.driver = kernel, energy, driver
+        self.report, self.block = report, block
+
+    @property
+    def state(self) -> NamedTuple:
+        """Current batched kernel state (``codes [C, D]``, ``log_joint [C]``, ...)."""
+        return self.driver.state
+
+    def current_values(self) -> Dict[str, torch.Tensor]:
+        """Model values of the current state of every chain, ``[C, ...]``, as
+        :meth:`DiscreteKernel.current_values` gives them."""
+        return self.energy.values_from_codes(self.driver.state.codes)
+
+    def finish(self) -> None:
+        """End the block: add its moves to the report and, after the last block of the
+        run, warn once per cause (:class:`StuckChainWarning`)."""
+        self._note_moves()
+        self.report.batching = self.energy.batching
+        if self.block[0] == self.block[1] - 1:  # the last block of chains of the run
+            self.kernel._warn_if_stuck(self.report, self.energy)
+
+    def _note_moves(self) -> None:
+        """Add the moves after warmup of this block's chains to the run's report: the
+        chains that hardly changed state and the coordinates that never changed, with
+        the evidence that the posterior is sure of them (see
+        :data:`STUCK_EXPECTED_MOVES`)."""
+        moves = self.driver.moves
+        if moves.moved is None or moves.steps < STUCK_MIN_STEPS:
+            return
+        codes = self.driver.state.codes
+        layout = self.energy.layout
+        movable = layout.num_values() > 1
+        fraction = moves.moved.double().cpu() / moves.steps
+        slow = fraction < STUCK_FRACTION
+        unchanged = moves.unchanged & movable
+        probed = unchanged.expand(codes.shape).clone()
+        probed[slow.to(probed.device)] = movable
+        # an exact single-site Gibbs sampler redraws each coordinate steps / D times
+        expected = _leave_probabilities(self.energy, codes, probed).cpu() * (
+            moves.steps / max(int(movable.sum()), 1)
+        )
+        chains = [
+            (self.block[2] + c, float(fraction[c]))
+            for c in slow.nonzero().reshape(-1).tolist()
+            if float(expected[c].sum()) >= STUCK_EXPECTED_MOVES
+        ]
+        self.report.add(codes.cpu(), unchanged.cpu(), expected.sum(0), chains, moves.steps)
 
 
 class _RunReport:

@@ -45,8 +45,8 @@ from pyro_gwg.contrib.estimators.driver import (
 from pyro_gwg.contrib.estimators.weights import effective_sample_size, log_mean_exp, log_mean_exp_se
 from pyro_gwg.enumeration import StateIndex
 from pyro_gwg.kernels.base import DiscreteKernel
-from pyro_gwg.mcmc import RAY_CHAINS_PER_BLOCK
 from pyro_gwg.proposals.layout import CoordinateLayout
+from pyro_gwg.runner.strategies import RAY_CHAINS_PER_BLOCK
 from pyro_gwg.sites import UnsupportedModelError
 
 __all__ = [

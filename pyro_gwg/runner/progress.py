@@ -1,0 +1,49 @@
+"""The progress bar of a run of :class:`pyro_gwg.MCMC`."""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["Progress"]
+
+
+class Progress:
+    """Progress bar with the acceptance rate of the current phase; the accepted count
+    stays on the device and is read only when the bar is refreshed.
+
+    :param bar: a :class:`tqdm.tqdm` bar.
+    :param int num_chains: chains of the run.
+    :param int total: steps of the run.
+    """
+
+    def __init__(self, bar, num_chains: int, total: int) -> None:
+        self.bar, self.num_chains = bar, num_chains
+        self.refresh = max(1, total // 200)
+        self.accepted, self.steps = torch.zeros(()), 0
+
+    def start(self, description: str) -> None:
+        """Start a phase (``"Warmup"``, ``"Sample"``): count the acceptance rate afresh."""
+        self.description = description
+        self.bar.set_description(description)
+        self.accepted, self.steps = torch.zeros(()), 0
+
+    def compiling(self, message: str) -> None:
+        """Say in the bar that the run is compiling (until the next update)."""
+        self.bar.set_description("{} ({})".format(self.description, message))
+        self.bar.refresh()
+
+    def update(self, steps: int, accepted: torch.Tensor) -> None:
+        """Count ``steps`` steps with ``accepted`` (bool, one entry per chain and step)."""
+        self.accepted = self.accepted.to(accepted.device) + accepted.sum()
+        self.steps += steps
+        done = self.bar.n + steps
+        if not self.bar.disable and (
+            done // self.refresh > self.bar.n // self.refresh or done == self.bar.total
+        ):
+            rate = float(self.accepted) / (self.steps * self.num_chains)
+            self.bar.set_description(self.description, refresh=False)
+            self.bar.set_postfix({"acc. rate": "{:.3f}".format(rate)}, refresh=False)
+        self.bar.update(steps)
+
+    def close(self) -> None:
+        self.bar.close()
