@@ -195,9 +195,15 @@ def kernel_statistics(pcd: PCD, steps: int) -> Dict[str, float]:
     transitions of the final persistent chains (not counted in the timings)."""
     if steps <= 0:
         return {}
-    if pcd.preconditioner is not None:
-        pcd.refresh_preconditioner()  # the parameters moved after the last refresh
-    stats = run_statistics(pcd.kernel, EstimatorEnergy(pcd.energy), pcd.chains, steps)
+    kernel = pcd.kernel
+    if pcd.preconditioner is not None:  # the parameters moved after the last refresh
+        kernel = PAVG(
+            preconditioner=pcd.refresh_preconditioner(),
+            step_size=kernel.step_size,
+            adapt_step_size=False,
+            jit_compile=False,
+        )
+    stats = run_statistics(kernel, EstimatorEnergy(pcd.energy), pcd.chains, steps)
     return {key: stats[key] for key in ("accept_prob", "flips_per_step")}
 
 

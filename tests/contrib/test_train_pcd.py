@@ -306,24 +306,36 @@ def _tracked_pavg_pcd(kernel, refresh_every=1, **kwargs) -> PCD:
 def test_pavg_preconditioner_follows_the_couplings():
     pyro.set_rng_seed(5)
     pcd = _tracked_pavg_pcd(PAVG(step_size=1.0), refresh_every=2)
-    assert torch.equal(pcd.kernel.preconditioner, torch.zeros(9, 9))  # J = 0 at the start
+    assert torch.equal(pcd.preconditioner_matrix, torch.zeros(9, 9))  # J = 0 at the start
     couplings = pyro.get_param_store().get_param("couplings").unconstrained()
     with torch.no_grad():
         couplings.copy_(lattice_couplings(3, 0.3))  # the couplings change
     batch = torch.randint(0, 2, (16, 9))
     expected = ising_preconditioner(symmetric_couplings(pyro.param("couplings"))).detach()
     pcd.step(batch)  # update 0 refreshes before its chains move
-    assert torch.equal(pcd.kernel.preconditioner, expected)
+    assert torch.equal(pcd.preconditioner_matrix, expected)
     # and the chains' PAVG state is built from it
-    state = pcd.kernel.build(pcd.energy).init(batch)
+    state = pcd._preconditioned_pavg(pcd.energy).init(batch)
     reference = preconditioner(expected, 16)
     torch.testing.assert_close(state.eigvals, reference.eigvals)
     pcd.step(batch)  # update 1: no refresh (every 2), though update 0 changed J
-    assert torch.equal(pcd.kernel.preconditioner, expected)
+    assert torch.equal(pcd.preconditioner_matrix, expected)
     moved = ising_preconditioner(symmetric_couplings(pyro.param("couplings"))).detach()
     assert not torch.allclose(moved, expected)
     pcd.step(batch)  # update 2 refreshes
-    assert torch.equal(pcd.kernel.preconditioner, moved)
+    assert torch.equal(pcd.preconditioner_matrix, moved)
+
+
+def test_pcd_leaves_the_kernel_as_the_user_built_it():
+    # the matrix in force is PCD's own state, passed to the chains, not set on the kernel
+    kernel = PAVG(step_size=1.0)
+    before = dict(vars(kernel))
+    pcd = _tracked_pavg_pcd(kernel)
+    pcd.fit(torch.randint(0, 2, (32, 9)).float(), num_iterations=2, batch_size=8)
+    pcd.refresh_preconditioner()
+    assert vars(kernel).keys() == before.keys()
+    assert all(vars(kernel)[name] is value for name, value in before.items())
+    assert kernel.preconditioner is None
 
 
 def _intermediate_tracked_pcd() -> PCD:
@@ -339,13 +351,25 @@ def _intermediate_tracked_pcd() -> PCD:
     return pcd
 
 
+def _learned_model_pavg(matrix: torch.Tensor) -> PAVG:
+    """PAVG on the learned model with the preconditioner ``matrix``."""
+    return PAVG(
+        learnable_ising,
+        preconditioner=matrix,
+        step_size=1.0,
+        adapt_step_size=False,
+        jit_compile=False,
+    )
+
+
 def test_tracked_pavg_is_block_gibbs_at_the_current_couplings():
     pcd = _intermediate_tracked_pcd()
     # the refreshed matrix is the Hessian of the current model: every proposal accepted
-    assert torch.allclose(accept_probs(pcd.kernel, 9), torch.ones(()).double(), atol=1e-5)
+    kernel = _learned_model_pavg(pcd.preconditioner_matrix)
+    assert torch.allclose(accept_probs(kernel, 9), torch.ones(()).double(), atol=1e-5)
     # the stale matrix of the initial couplings (zero: AVG) is not
-    pcd.kernel.preconditioner = torch.zeros(9, 9)
-    assert float(accept_probs(pcd.kernel, 9).mean()) < 0.9
+    kernel = _learned_model_pavg(torch.zeros(9, 9))
+    assert float(accept_probs(kernel, 9).mean()) < 0.9
 
 
 def test_tracked_pavg_leaves_the_current_model_invariant():
@@ -355,7 +379,7 @@ def test_tracked_pavg_leaves_the_current_model_invariant():
         symmetric_couplings(pyro.param("couplings")).detach(),
         pyro.param("bias").detach(),
     )
-    codes = draw_codes(pcd.kernel, 64, 400, 20, 9)
+    codes = draw_codes(_learned_model_pavg(pcd.preconditioner_matrix), 64, 400, 20, 9)
     assert_exact(codes, current)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from typing import Callable, Dict, Iterator, List, Optional, Union
+from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Union
 
 import pyro
 import pyro.poutine as poutine
@@ -31,9 +31,12 @@ from pyro_gwg.contrib.train.objectives import (
     pcd_objective,
     warmup_factor,
 )
+from pyro_gwg.driver import ChainDriver
 from pyro_gwg.kernels.base import DiscreteKernel
 from pyro_gwg.kernels.ncg import PAVG
+from pyro_gwg.proposals.algorithm import Algorithm
 from pyro_gwg.proposals.layout import CandidateGrid
+from pyro_gwg.proposals.ncg import preconditioner as eigendecomposition
 
 __all__ = ["PCD"]
 
@@ -100,10 +103,11 @@ class PCD:
     :param callable preconditioner: for a :class:`~pyro_gwg.PAVG` kernel, a function of
         no arguments returning its ``[R, R]`` preconditioner under the current parameters
         (e.g. ``lambda: ising_preconditioner(symmetric_couplings(pyro.param("couplings")))``),
-        evaluated (without gradient) and given to the kernel as its ``preconditioner``
-        before the chains move in updates 0, ``refresh_every``, ``2 refresh_every``, ...,
-        so that the matrix follows the parameters being learned (Rhodes & Gutmann 2022
-        [Rhodes2022]_, Section 5.3). Checked once here.
+        evaluated (without gradient) into :attr:`preconditioner_matrix`, the matrix of the
+        chains' PAVG transitions (the kernel object is left as built), before the chains
+        move in updates 0, ``refresh_every``, ``2 refresh_every``, ..., so that the matrix
+        follows the parameters being learned (Rhodes & Gutmann 2022 [Rhodes2022]_,
+        Section 5.3). Checked once here.
     :param int refresh_every: updates between two refreshes of the preconditioner.
     :param tuple model_args: the model's positional arguments.
     :param dict model_kwargs: the model's keyword arguments.
@@ -242,6 +246,10 @@ class PCD:
         self._reset_averages()
         #: parameter updates taken so far
         self.iteration = 0
+        #: the ``[R, R]`` preconditioner of the chains' PAVG transitions, from the last
+        #: :meth:`refresh_preconditioner` (``None`` without ``preconditioner``: the
+        #: kernel's own)
+        self.preconditioner_matrix: Optional[torch.Tensor] = None
         if preconditioner is not None:
             self.refresh_preconditioner()
         #: the persistent chain states (or the replay buffer) of this rank, long
@@ -313,10 +321,12 @@ class PCD:
 
     # ------------------------------------------------------------------ PAVG
     def refresh_preconditioner(self) -> torch.Tensor:
-        """Give the PAVG kernel (as its ``preconditioner``) the matrix that
-        ``PCD(preconditioner=...)`` returns at the current parameters, after checking
-        it. :meth:`step` calls it every ``refresh_every`` updates; call it yourself after
-        changing the parameters, e.g. before sampling the learned model with the kernel.
+        """Set :attr:`preconditioner_matrix`, the preconditioner of the chains' PAVG
+        transitions, to the matrix that ``PCD(preconditioner=...)`` returns at the
+        current parameters, after checking it. :meth:`step` calls it every
+        ``refresh_every`` updates; call it yourself after changing the parameters, e.g.
+        to sample the learned model with ``PAVG(model,
+        preconditioner=pcd.refresh_preconditioner())``.
 
         :returns: the ``[R, R]`` matrix.
         :raises RuntimeError: without ``PCD(preconditioner=...)``.
@@ -335,8 +345,21 @@ class PCD:
             )
         if not torch.allclose(matrix, matrix.transpose(0, 1), rtol=1e-5, atol=1e-6):
             raise ValueError("preconditioner returned a matrix that is not symmetric")
-        self.kernel.preconditioner = matrix.to(torch.get_default_dtype())
-        return self.kernel.preconditioner
+        self.preconditioner_matrix = matrix.to(torch.get_default_dtype())
+        return self.preconditioner_matrix
+
+    def _preconditioned_pavg(self, density) -> Algorithm:
+        """The kernel's PAVG on ``density`` with :attr:`preconditioner_matrix`: its
+        eigendecomposition goes into the chains' initial state, where PAVG's warmup
+        adaptation puts a fitted one."""
+        algorithm = self.kernel.build(density)
+        matrix = self.preconditioner_matrix
+
+        def init(codes: torch.Tensor) -> NamedTuple:
+            eigvals, eigvecs = eigendecomposition(matrix.to(codes.device), codes.shape[0])
+            return algorithm.init(codes)._replace(eigvals=eigvals, eigvecs=eigvecs)
+
+        return Algorithm(init, algorithm.step)
 
     def _check_shards(self, world_size: int) -> None:
         """Raise a :class:`ValueError` unless ``num_chains`` (and ``buffer_size``) split
@@ -528,7 +551,10 @@ class PCD:
         if self.preconditioner is not None and self.iteration % self.refresh_every == 0:
             self.refresh_preconditioner()
         index, chains = self._draw_chains(codes)
-        driver = bind_kernel(self.kernel, self._counted)
+        if self.preconditioner_matrix is None:
+            driver = bind_kernel(self.kernel, self._counted)
+        else:  # PCD's matrix as an argument of the transitions, not set on the kernel
+            driver = ChainDriver(self._preconditioned_pavg, self._counted)
         with torch.no_grad():
             chains, _ = run_kernel(driver, chains, self.mcmc_steps)
         self.chains[index] = chains
