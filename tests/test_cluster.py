@@ -126,7 +126,7 @@ def test_default_blocks():
         MCMC(GWG(lattice_ising), 5, num_chains=300, chain_method="sequential").chains_per_block == 1
     )
     ray_run = MCMC(GWG(lattice_ising), 5, num_chains=300, chain_method="ray")
-    assert ray_run.chains_per_block == pyro_gwg.mcmc.RAY_CHAINS_PER_BLOCK
+    assert ray_run.chains_per_block == pyro_gwg.runner.strategies.RAY_CHAINS_PER_BLOCK
     assert MCMC(GWG(lattice_ising), 5, num_chains=6, chain_method="ray").chains_per_block == 6
 
 
@@ -145,29 +145,6 @@ def test_a_block_runs_the_same_whatever_the_blocks_before_it():
     base = cluster.draw_base_seed()
     mcmc._run((), {"size": 3, "coupling": 0.3}, seeds=cluster.block_seeds(base, 3)[2:])
     assert torch.equal(two[4:], mcmc.get_samples(group_by_chain=True)["x"])
-
-
-def test_fit_many_checks_its_data_sets():
-    with pytest.raises(TypeError, match="datasets must be a sequence"):
-        fit_many(bits_model, GWG, {"y": 1.0}, 10)
-    with pytest.raises(ValueError, match="datasets is empty"):
-        fit_many(bits_model, GWG, [], 10)
-    with pytest.raises(TypeError, match=r"datasets\[1\] must be a tuple"):
-        fit_many(bits_model, GWG, [(torch.tensor(0.0),), torch.tensor(1.0)], 10)
-    with pytest.raises(TypeError, match="kernel must build a kernel"):
-        fit_many(bits_model, GWG(bits_model), [()], 10)
-    with pytest.raises(ValueError, match="ray_remote_args is for Ray runs"):
-        fit_many(bits_model, GWG, [()], 10, ray_remote_args={"num_cpus": 1}, progress_bar=False)
-
-
-def test_fit_many_runs_each_data_set_under_its_own_seed():
-    data = [{"y": torch.tensor(0.0)}, ((torch.tensor(3.0),), {}), (torch.tensor(3.0),)]
-    fits = fit_many(bits_model, eager_gwg, data, 40, 10, num_chains=2, progress_bar=False)
-    z = [f.get_samples()["z"].float() for f in fits]
-    assert z[0].mean() < z[1].mean()  # y = 0 against y = 3
-    assert not torch.equal(z[1], z[2])  # same data, different seeds
-    again = fit_many(bits_model, eager_gwg, data, 40, 10, num_chains=2, progress_bar=False)
-    assert torch.equal(again[1].get_samples()["z"], fits[1].get_samples()["z"])
 
 
 def test_particle_blocks_in_process_give_one_ais_estimate():

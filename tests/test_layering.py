@@ -35,6 +35,26 @@ BELOW_BRIDGE = (
 )
 
 
+#: the runner from the bottom up: each module imports only those before it (the facade
+#: pyro_gwg.mcmc sits on its strategies and draws; fit_many on the facade)
+RUNNER = (
+    "pyro_gwg.runner.checks",
+    "pyro_gwg.runner.progress",
+    "pyro_gwg.runner.draws",
+    "pyro_gwg.runner.strategies",
+    "pyro_gwg.mcmc",
+    "pyro_gwg.runner.many",
+)
+#: the layers below the runner, which never import it
+BELOW_RUNNER = (
+    "pyro_gwg.bridge",
+    "pyro_gwg.density",
+    "pyro_gwg.driver",
+    "pyro_gwg.kernels",
+    "pyro_gwg.proposals",
+)
+
+
 def module_name(path: pathlib.Path) -> str:
     parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
@@ -128,6 +148,52 @@ def test_the_bridge_imports_only_the_layers_below_it():
 )
 def test_the_bridge_check_finds_imports_from_above(module, source, expected):
     assert bool(bridge_violations(source, module)) == expected
+
+
+def _within(name: str, prefixes) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def runner_violations(source: str, module: str, is_package: bool = False):
+    """Imports of a runner module by a module below it in :data:`RUNNER`, or by a
+    layer below the runner (at any level of the module), as readable strings."""
+    if module in RUNNER:
+        above = RUNNER[RUNNER.index(module) :]
+    elif _within(module, BELOW_RUNNER):
+        above = RUNNER + ("pyro_gwg.runner",)
+    else:
+        return []
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
+        for name in imported_names(node, module, is_package):
+            if _within(name, above) and name != module:
+                found.append("{}:{} imports {} (above it)".format(module, node.lineno, name))
+    return found
+
+
+def test_the_runner_is_layered():
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        found += runner_violations(path.read_text(), module_name(path), path.name == "__init__.py")
+    assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize(
+    "module, source, expected",
+    [
+        ("pyro_gwg.runner.draws", "from pyro_gwg.runner.strategies import LocalBlocks", True),
+        ("pyro_gwg.runner.strategies", "def f():\n    from pyro_gwg.mcmc import MCMC", True),
+        ("pyro_gwg.kernels.base", "from pyro_gwg.runner.draws import Draws", True),
+        ("pyro_gwg.driver", "import pyro_gwg.mcmc", True),
+        ("pyro_gwg.mcmc", "from pyro_gwg.runner.strategies import LocalBlocks", False),
+        ("pyro_gwg.runner.many", "from pyro_gwg.mcmc import MCMC", False),
+        ("pyro_gwg.inference_data", "from pyro_gwg.runner.draws import Draws", False),
+    ],
+)
+def test_the_runner_check_finds_imports_from_above(module, source, expected):
+    assert bool(runner_violations(source, module)) == expected
 
 
 def test_core_never_imports_contrib_nor_optional_dependencies_at_module_level():

@@ -65,75 +65,6 @@ def test_results_interface_matches_pyro():
 
 
 @pytest.mark.slow
-def test_sequential_and_parallel_chain_methods(worker_processes):
-    model, args = SUITE["nested_plates"]
-    pyro.set_rng_seed(0)
-    seq = MCMC(GWG(model), 40, 10, num_chains=3, chain_method="sequential", disable_progbar=True)
-    seq.run(*args)
-    assert seq.get_samples(group_by_chain=True)["x"].shape == (3, 40, 2, 3)
-    assert seq.get_statistics()["accepted"].shape == (3, 40)
-    par = MCMC(GWG(model), 40, 10, num_chains=2, chain_method="parallel", disable_progbar=True)
-    par.run(*args)
-    assert par.get_samples(group_by_chain=True)["x"].shape == (2, 40, 2, 3)
-    assert par.get_statistics()["accepted"].shape == (2, 40)
-    # compilation happens in Pyro's worker processes, out of sight: not reported as 0
-    assert "compile" in seq.timing and "compile" not in par.timing
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("chain_method", ["vectorized", "sequential", "parallel"])
-def test_thinning_keeps_every_kth_draw(chain_method, request):
-    if chain_method == "parallel":
-        request.getfixturevalue("worker_processes")
-    model, args = SUITE["coupled_binary_field"]
-    mcmc = MCMC(
-        GWG(model),
-        num_samples=30,
-        num_chains=2,
-        thinning=3,
-        chain_method=chain_method,
-        disable_progbar=True,
-    )
-    mcmc.run(*args)
-    assert mcmc.get_samples(group_by_chain=True)["x"].shape == (2, 10, 5)
-    assert mcmc.get_statistics()["accepted"].shape == (2, 10)
-
-
-def test_initial_params_hooks_and_progress_bar(capsys):
-    # seeded, and started at the complement of where the chains go without
-    # initial_params: chains that ignored them would sit five flips away, for certain
-    model, args = SUITE["coupled_binary_field"]
-    pyro.set_rng_seed(0)
-    free = MCMC(GWG(model), 5, 2, num_chains=2, disable_progbar=True)
-    free.run(*args)
-    start = 1.0 - free.get_samples(group_by_chain=True)["x"][:, 0]
-    calls = []
-
-    def hook(kernel, params, stage, i):
-        calls.append((stage, i, params["x"].shape))
-
-    pyro.set_rng_seed(0)
-    mcmc = MCMC(GWG(model), 5, 2, num_chains=2, initial_params={"x": start}, hook_fn=hook)
-    mcmc.run(*args)
-    # the index restarts at 0 in each stage, as in pyro.infer.MCMC
-    assert [c[:2] for c in calls] == [("Warmup", 0), ("Warmup", 1)] + [
-        ("Sample", i) for i in range(5)
-    ]
-    assert calls[0][2] == (2, 5)
-    first = mcmc.get_samples(group_by_chain=True)["x"][:, 0]
-    assert ((first != start).sum(-1) <= 3).all()  # three single-flip steps from the start
-    assert "acc. rate" in capsys.readouterr().err
-
-
-def test_summary_prints_a_table(capsys):
-    model, args = SUITE["coupled_binary_field"]
-    mcmc = MCMC(GWG(model), num_samples=30, num_chains=4, disable_progbar=True)
-    mcmc.run(*args)
-    mcmc.summary()
-    assert "x[4]" in capsys.readouterr().out
-
-
-@pytest.mark.slow
 def test_seeded_runs_are_reproducible():
     model, args = SUITE["mixed_kinds"]
     runs = []
@@ -331,8 +262,8 @@ def test_save_params_keeps_only_the_named_sites(chain_method):
     samples = saved.get_samples(group_by_chain=True)
     assert set(samples) == {"z", "k"}
     # only the saved sites' coordinates are held, during the run as after it
-    kept = sum(site.num_coords for site in full._energy.sites if site.name in samples)
-    assert saved._codes.shape[-1] == kept < full._codes.shape[-1]
+    kept = sum(site.num_coords for site in full.draws.sites if site.name in samples)
+    assert saved.draws.codes.shape[-1] == kept < full.draws.codes.shape[-1]
     for name, value in samples.items():  # the same draws as the run that saves all
         assert torch.equal(value, full.get_samples(group_by_chain=True)[name])
     diag = saved.diagnostics()
@@ -344,93 +275,7 @@ def test_save_params_keeps_only_the_named_sites(chain_method):
     assert (idata.posterior["k"].values == samples["k"].numpy()).all()
 
 
-def test_save_params_must_name_latent_sites():
-    model, args = SUITE["mixed_kinds"]
-    mcmc = MCMC(GWG(model), 5, save_params=["z", "w"], disable_progbar=True)
-    with pytest.raises(ValueError, match="save_params names 'w', which is not a latent.*'b'"):
-        mcmc.run(*args)
-
-
 # ---------------------------------------------------------------- arguments
-
-
-@pytest.mark.parametrize(
-    "kwargs, error, match",
-    [
-        ({"num_samples": 0}, ValueError, "num_samples must be a positive integer"),
-        ({"num_samples": -5}, ValueError, "num_samples must be a positive integer"),
-        ({"num_samples": 10.5}, TypeError, "num_samples must be an integer"),
-        ({"num_samples": 10.0}, TypeError, "num_samples must be an integer"),
-        ({"num_samples": True}, TypeError, "num_samples must be an integer"),
-        ({"num_samples": "10"}, TypeError, "num_samples must be an integer"),
-        ({"warmup_steps": -3}, ValueError, "warmup_steps must be a non-negative integer"),
-        ({"warmup_steps": 2.0}, TypeError, "warmup_steps must be an integer"),
-        ({"num_chains": 0}, ValueError, "num_chains must be a positive integer"),
-        ({"num_chains": 2.0}, TypeError, "num_chains must be an integer"),
-        ({"num_chains": False}, TypeError, "num_chains must be an integer"),
-        ({"thinning": 0}, ValueError, "thinning must be a positive integer"),
-        ({"thinning": 2.0}, TypeError, "thinning must be an integer"),
-        ({"thinning": 11}, ValueError, "thinning=11 is more than num_samples=10"),
-        ({"chain_method": "threads"}, ValueError, "chain_method must be one of"),
-        ({"chain_method": None}, ValueError, "chain_method must be one of"),
-        ({"hook_fn": 3}, TypeError, "hook_fn must be callable"),
-        ({"device": "gpu0"}, ValueError, "device 'gpu0' is not a torch device"),
-        ({"device": 1.5}, TypeError, "device must be"),
-        ({"disable_progbar": "yes"}, TypeError, "disable_progbar must be a bool"),
-        ({"disable_validation": 1}, TypeError, "disable_validation must be a bool"),
-        ({"mp_context": "threads"}, ValueError, "mp_context must be one of"),
-        ({"initial_params": [1, 0]}, TypeError, "initial_params must be a dict"),
-        ({"initial_params": 4}, TypeError, "fourth positional argument is initial_params"),
-        ({"transforms": {"x": "exp"}}, ValueError, "transforms has an entry for 'x'.*None"),
-        ({"transforms": "exp"}, TypeError, "transforms must be a dict"),
-        ({"save_params": "x"}, TypeError, "save_params must be a list of site names"),
-        ({"save_params": [0]}, TypeError, "save_params must hold site names"),
-        ({"save_params": []}, ValueError, "save_params is empty"),
-        ({"disable_validation": "no"}, TypeError, "disable_validation must be a bool"),
-        ({"initial_params": {"x": "ones"}}, TypeError, "initial_params\\['x'\\]"),
-        (
-            {"initial_params": {"x": torch.ones(3, 5)}, "num_chains": 2},
-            ValueError,
-            "initial_params\\['x'\\] has a leading \\(chain\\) dimension of size 3.*num_chains=2",
-        ),
-        (
-            {"initial_params": {"x": torch.tensor(1.0)}, "num_chains": 2},
-            ValueError,
-            "initial_params\\['x'\\] is a scalar",
-        ),
-    ],
-)
-def test_every_argument_is_checked_up_front(kwargs, error, match):
-    model, _ = SUITE["coupled_binary_field"]
-    kwargs = {"num_samples": 10, **kwargs}
-    with pytest.raises(error, match=match):
-        MCMC(GWG(model), **kwargs)
-
-
-@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
-def test_a_cuda_device_without_cuda_is_refused():
-    model, _ = SUITE["coupled_binary_field"]
-    with pytest.raises(ValueError, match="device 'cuda' .* CUDA is not available"):
-        MCMC(GWG(model), 10, device="cuda")
-
-
-def test_numpy_integers_and_array_initial_params_are_accepted():
-    np = pytest.importorskip("numpy")
-    model, args = SUITE["coupled_binary_field"]
-    start = np.array([[1, 1, 0, 0, 1], [0, 0, 0, 1, 1]])
-    mcmc = MCMC(
-        GWG(model),
-        num_samples=np.int64(6),
-        warmup_steps=np.int32(0),
-        num_chains=np.int16(2),
-        thinning=np.int64(2),
-        initial_params={"x": start.tolist()},
-        disable_progbar=True,
-    )
-    assert isinstance(mcmc.initial_params["x"], torch.Tensor)
-    assert type(mcmc.num_samples) is int and type(mcmc.num_chains) is int
-    mcmc.run(*args)
-    assert mcmc.get_samples(group_by_chain=True)["x"].shape == (2, 3, 5)
 
 
 def leading_one(y):
@@ -469,14 +314,6 @@ def test_one_chain_takes_its_initial_values_with_or_without_the_chain_dim(chain_
     bad = MCMC(GWG(leading_one), 5, 0, {"x": torch.zeros(3)}, disable_progbar=True)
     with pytest.raises(ValueError, match="Initial value of latent site 'x'.*has shape"):
         bad.run(torch.tensor(2.0))
-
-
-def test_initial_params_for_an_unknown_site_are_refused():
-    model, args = SUITE["coupled_binary_field"]
-    start = {"x": torch.zeros(2, 5), "w": torch.zeros(2, 3)}
-    mcmc = MCMC(GWG(model), 5, num_chains=2, initial_params=start, disable_progbar=True)
-    with pytest.raises(ValueError, match="initial_params has a value for 'w'.*latent sites: 'x'"):
-        mcmc.run(*args)
 
 
 @pytest.mark.parametrize("method", ["get_samples", "get_statistics", "diagnostics", "summary"])
@@ -599,167 +436,6 @@ def test_ctrl_c_in_sequential_chains_keeps_the_finished_chains():
         mcmc.run(y)
     with pytest.warns(UserWarning, match="partial"):
         assert mcmc.get_samples(group_by_chain=True)["x"].shape == (2, 10, 5)
-
-
-# ---------------------------------------------------------------- memory
-
-
-def test_draws_are_kept_as_codes_and_decoded_in_chunks(monkeypatch):
-    import pyro_gwg.runner.draws as draws_module
-
-    model, (y,) = SUITE["coupled_binary_field"]
-    pyro.set_rng_seed(0)
-    mcmc = MCMC(GWG(model), 200, num_chains=4, disable_progbar=True)
-    mcmc.run(y)
-    rows = []
-    decode = pyro_gwg.DiscreteEnergy.values_from_codes
-
-    def recording(self, codes):
-        rows.append(codes.shape[0])
-        return decode(self, codes)
-
-    monkeypatch.setattr(pyro_gwg.DiscreteEnergy, "values_from_codes", recording)
-    monkeypatch.setattr(draws_module, "DECODE_ELEMENTS", 5 * 64)  # 64 draws of 5 coordinates
-    samples = mcmc.get_samples(group_by_chain=True)["x"]
-    assert samples.shape == (4, 200, 5) and samples.dtype == torch.get_default_dtype()
-    assert rows and max(rows) <= 64 and sum(rows) == 800
-    # the decoded draws are not kept: every call decodes from the codes again
-    rows.clear()
-    again = mcmc.get_samples(group_by_chain=True)["x"]
-    assert torch.equal(samples, again) and sum(rows) == 800
-    # num_samples draws only the draws it returns
-    rows.clear()
-    assert mcmc.get_samples(num_samples=10)["x"].shape == (10, 5)
-    assert sum(rows) == 10
-
-
-@pytest.mark.slow
-def test_peak_memory_of_a_run_is_a_small_multiple_of_its_draws():
-    import json
-    import subprocess
-    import sys
-
-    code = """
-import json, resource, torch, pyro
-from pyro_gwg import GWG, MCMC
-from pyro_gwg.models import lattice_ising
-torch.set_num_threads(1)
-pyro.set_rng_seed(0)
-small = MCMC(GWG(lattice_ising, jit_compile=True), 16, num_chains=16, disable_progbar=True)
-small.run(size=10)  # imports, tracing and the allocator's first pools
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-mcmc = MCMC(GWG(lattice_ising, jit_compile=True), 10000, num_chains=64, disable_progbar=True)
-mcmc.run(size=10)
-run = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(json.dumps({"base": base, "run": run}))
-"""
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    peaks = json.loads(out.stdout.strip().splitlines()[-1])
-    stored_kib = 64 * 10000 * 100 / 1024  # int8 codes
-    assert peaks["run"] - peaks["base"] < 3 * stored_kib
-
-
-# ---------------------------------------------------------------- diagnostics
-
-
-def with_a_fixed_bit(y):
-    """Five bits; the last has logit 40, so it never leaves 1."""
-    with pyro.plate("bits", 5):
-        x = pyro.sample("x", dist.Bernoulli(logits=torch.tensor([0.5, -0.5, 0.0, 1.0, 40.0])))
-    pyro.sample("y", dist.Normal(x.sum(-1, keepdim=True), 1.0), obs=y)
-
-
-def fixed_bit_run(num_samples=300):
-    pyro.set_rng_seed(0)
-    start = torch.tensor([[1.0, 0.0, 1.0, 0.0, 1.0]]).expand(4, 5)
-    mcmc = MCMC(
-        GWG(with_a_fixed_bit),
-        num_samples,
-        20,
-        num_chains=4,
-        initial_params={"x": start},
-        disable_progbar=True,
-    )
-    mcmc.run(torch.tensor([2.5]))
-    return mcmc
-
-
-def test_a_constant_coordinate_has_nan_diagnostics_and_the_others_do_not():
-    import warnings
-
-    mcmc = fixed_bit_run()
-    with warnings.catch_warnings():
-        # x[4] never changed, as an exact sampler does (its other value has probability
-        # e^-40): nothing to warn about, and run() would have said so otherwise
-        warnings.simplefilter("error")
-        diag = mcmc.diagnostics()["x"]
-    assert torch.isfinite(diag["n_eff"][:4]).all() and (diag["n_eff"][:4] > 10).all()
-    assert torch.isfinite(diag["r_hat"][:4]).all()
-    assert torch.isnan(diag["n_eff"][4]) and torch.isnan(diag["r_hat"][4])
-    # the same numbers as for the moving coordinates alone (R-hat: Pyro's)
-    from pyro.ops.stats import split_gelman_rubin
-
-    from pyro_gwg.diagnostics import site_diagnostics
-
-    x = mcmc.get_samples(group_by_chain=True)["x"][..., :4]
-    assert torch.allclose(diag["n_eff"][:4], site_diagnostics(x)["n_eff"], rtol=1e-4)
-    assert torch.allclose(diag["r_hat"][:4], split_gelman_rubin(x), rtol=1e-4)
-
-
-def test_summary_reports_the_moving_coordinates(capsys):
-    mcmc = fixed_bit_run()
-    mcmc.summary()
-    rows = {
-        line.split()[0]: line.split()[1:]
-        for line in capsys.readouterr().out.splitlines()[2:]
-        if line.strip()
-    }
-    assert set(rows) == {"x[{}]".format(i) for i in range(5)}
-    for i in range(4):
-        n_eff, r_hat = float(rows["x[{}]".format(i)][5]), float(rows["x[{}]".format(i)][6])
-        assert n_eff > 10 and 0.9 < r_hat < 1.2
-    assert rows["x[4]"][5] == "nan" and rows["x[4]"][0] == "1.00"
-
-
-def test_summary_of_a_categorical_site_reports_each_category(capsys):
-    # the mean class index means nothing: one row per category, the indicator's
-    # frequency, n_eff and r_hat
-    from pyro_gwg.diagnostics import site_diagnostics
-
-    def model():
-        with pyro.plate("p", 2):
-            pyro.sample("z", dist.Categorical(torch.tensor([0.2, 0.3, 0.5])))
-        pyro.sample("w", dist.Categorical(torch.tensor([0.9, 0.1])))
-        pyro.sample("b", dist.Bernoulli(0.3))
-
-    pyro.set_rng_seed(0)
-    mcmc = MCMC(GWG(model, jit_compile=False), 200, 20, num_chains=2, disable_progbar=True)
-    mcmc.run()
-    mcmc.summary()
-    lines = capsys.readouterr().out.splitlines()
-    rows = {line.split()[0]: [float(v) for v in line.split()[1:]] for line in lines[2:] if line}
-    labels = ["z[{}]={}".format(i, k) for i in range(2) for k in range(3)] + ["w=0", "w=1", "b"]
-    assert list(rows) == labels
-    samples = mcmc.get_samples(group_by_chain=True)
-    for name, categories in (("z", 3), ("w", 2)):
-        indicators = (samples[name].unsqueeze(-1) == torch.arange(categories)).float()
-        n_eff = site_diagnostics(indicators)["n_eff"].reshape(-1)
-        frequency = indicators.mean((0, 1)).reshape(-1)
-        names = [label for label in labels if label.startswith(name)]
-        for label, p, e in zip(names, frequency, n_eff):
-            assert rows[label][0] == pytest.approx(float(p), abs=0.006)
-            assert rows[label][5] == pytest.approx(float(e), abs=0.006)
-    assert sum(rows["z[1]={}".format(k)][0] for k in range(3)) == pytest.approx(1, abs=0.02)
-    # diagnostics() keeps one entry per coordinate
-    assert mcmc.diagnostics()["z"]["n_eff"].shape == (2,)
-
-
-def test_diagnostics_of_very_short_runs_are_nan_not_an_error():
-    model, (y,) = SUITE["coupled_binary_field"]
-    mcmc = MCMC(GWG(model), 3, num_chains=2, disable_progbar=True)
-    mcmc.run(y)
-    diag = mcmc.diagnostics()["x"]  # split R-hat needs 4 draws
-    assert diag["r_hat"].shape == (5,) and torch.isnan(diag["r_hat"]).all()
 
 
 # ---------------------------------------------------------------- Predictive
