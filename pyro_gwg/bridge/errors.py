@@ -38,6 +38,7 @@ def out_of_memory(error: BaseException) -> bool:
 
 
 def describe_bound(bound: torch.Tensor) -> str:
+    """A support bound: one number where every element agrees, else its values."""
     if bound.numel() and bool((bound == bound.reshape(-1)[0]).all()):
         return "{:g}".format(float(bound.reshape(-1)[0]))
     text = str(bound.tolist())
@@ -51,11 +52,13 @@ def describe_shape(entry: tuple) -> str:
 
 
 def first_line(error: BaseException) -> str:
+    """The first line of an error's message."""
     text = str(error).strip()
     return text.splitlines()[0] if text else ""
 
 
 def format_values(values: torch.Tensor) -> str:
+    """``[1.5, -2]``: log densities, six significant digits each."""
     return "[{}]".format(", ".join("{:.6g}".format(float(v)) for v in values.reshape(-1)))
 
 
@@ -75,6 +78,8 @@ def describe_values(values: Dict[str, torch.Tensor], index: Optional[int] = None
 
 
 def log_prob_failure(site, error: BaseException, latent) -> str:
+    """The message for a site whose ``log_prob`` raised ``error`` (``latent``: the
+    names of the latent sites), with a hint for an integer observation."""
     value = site["value"]
     observed = site["is_observed"] and site["name"] not in latent
     dist_name = type(unwrap_distribution(site["fn"])).__name__
