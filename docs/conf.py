@@ -7,6 +7,11 @@ import importlib
 import os
 import sys
 
+from docutils import nodes
+from docutils.parsers.rst import Directive
+from docutils.statemachine import StringList
+from sphinx.util.nodes import nested_parse_with_titles
+
 # Import the package from the checkout, without installing it.
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
 
@@ -86,8 +91,70 @@ def _resolve_reexport(app, env, node, contnode):
     )
 
 
+def _kernel_modules():
+    """``{module name: [public names of its kernels]}`` in the order of
+    :data:`pyro_gwg.kernels.REGISTRY`: the names that :mod:`pyro_gwg` exports from
+    each kernel module (``DMALA``, NCG's other name, with DULA)."""
+    from pyro_gwg.kernels import REGISTRY
+
+    kernels = list(REGISTRY.values())
+    modules = {}
+    for kernel in kernels:
+        modules.setdefault(kernel.__module__, [])
+    for module_name, names in modules.items():
+        module = importlib.import_module(module_name)
+        exported = [
+            name
+            for name in module.__all__
+            if name in pyro_gwg.__all__ and getattr(module, name) in kernels
+        ]
+        names.extend(sorted(exported, key=lambda name: kernels.index(getattr(module, name))))
+    return modules
+
+
+class KernelRegistry(Directive):
+    """``.. kernel-registry:: table`` (a table of the kernels of
+    :data:`pyro_gwg.kernels.REGISTRY`) or ``.. kernel-registry:: modules`` (a section
+    with the ``automodule`` of each kernel module): generated, so that a new kernel
+    needs no edit of the API page."""
+
+    required_arguments = 1
+
+    def run(self):
+        modules = _kernel_modules()
+        if self.arguments[0] == "table":
+            lines = [".. list-table::", "   :header-rows: 1", "   :widths: 20 30 50", ""]
+            lines += ["   * - Name", "     - Documented as", "     - Summary"]
+            for module_name, names in modules.items():
+                module = importlib.import_module(module_name)
+                for name in names:
+                    kernel = getattr(module, name)
+                    home = "{}.{}".format(kernel.__module__, kernel.__name__)
+                    summary = " ".join(kernel.__doc__.split("\n\n")[0].split())
+                    if name != kernel.__name__:
+                        summary = "another name of ``{}``".format(kernel.__name__)
+                    lines += [
+                        "   * - ``pyro_gwg.{}``".format(name),
+                        "     - :class:`{}`".format(home),
+                        "     - {}".format(summary),
+                    ]
+        else:
+            lines = []
+            for module_name, names in modules.items():
+                title = " and ".join(
+                    [", ".join(names[:-1]), names[-1]] if len(names) > 1 else names
+                )
+                lines += [title, "~" * len(title), "", ".. automodule:: " + module_name]
+                lines += ["   :members:", ""]
+        node = nodes.section() if self.arguments[0] == "modules" else nodes.container()
+        node.document = self.state.document
+        nested_parse_with_titles(self.state, StringList(lines, source="REGISTRY"), node)
+        return node.children
+
+
 def setup(app):
     app.connect("missing-reference", _resolve_reexport)
+    app.add_directive("kernel-registry", KernelRegistry)
 
 
 html_theme = "alabaster"
