@@ -13,7 +13,7 @@ What is measured (one run, on a local Ray cluster of ``--workers`` CPUs)
   Chain-steps per second = ``C (warmup + samples) / wall-clock seconds`` of ``run()``,
   everything included (setup, compilation, gather). Each variant runs ``--rounds``
   times, interleaved; medians are reported, and ratios are taken within a round.
-* **SBC**: simulations per minute of :func:`pyro_gwg.sbc.sbc` on a 12-bit regression
+* **SBC**: simulations per minute of :func:`pyro_gwg.contrib.sbc.sbc` on a 12-bit regression
   model, in one process and on 1 and 2 workers.
 
 The model
@@ -59,8 +59,8 @@ from sampling_common import common_arguments, fill_defaults, metadata, write_jso
 from step_cost import code_info  # noqa: E402
 
 from pyro_gwg import GWG, MCMC, cluster  # noqa: E402
+from pyro_gwg.contrib.sbc import sbc  # noqa: E402
 from pyro_gwg.models import lattice_ising  # noqa: E402
-from pyro_gwg.sbc import sbc  # noqa: E402
 
 #: bandwidth assumed for the gather across machines (bytes per second)
 NETWORK_BANDWIDTH = 1e9

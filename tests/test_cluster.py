@@ -20,8 +20,8 @@ import torch
 import pyro_gwg
 from pyro_gwg import GWG, MCMC, Gibbs, cluster, fit_many
 from pyro_gwg.contrib.estimators import ais, arm, rbm_stages
+from pyro_gwg.contrib.sbc import sbc
 from pyro_gwg.models import ising, lattice_couplings, lattice_ising, random_rbm
-from pyro_gwg.sbc import sbc
 
 pytestmark = pytest.mark.xdist_group("ray")
 

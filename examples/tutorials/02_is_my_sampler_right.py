@@ -21,7 +21,7 @@ the most widely applicable:
 2. **the usual MCMC diagnostics** through ArviZ (R-hat, ESS, trace and rank plots),
    which detect chains that disagree with each other, but not chains that agree on the
    wrong answer;
-3. **simulation-based calibration** (:func:`pyro_gwg.sbc.sbc`), which needs no exact
+3. **simulation-based calibration** (:func:`pyro_gwg.contrib.sbc.sbc`), which needs no exact
    answer and so works at any model size.
 
 Each check is run twice: on the exact Gibbs-With-Gradients kernel
@@ -69,7 +69,7 @@ from pyro import poutine
 
 import pyro_gwg
 from pyro_gwg import GWG, diagnostics
-from pyro_gwg.sbc import sbc
+from pyro_gwg.contrib.sbc import sbc
 
 FAST = os.environ.get("PYRO_GWG_FAST") == "1"
 pyro.set_rng_seed(0)
@@ -249,7 +249,7 @@ plt.tight_layout()
 # histogram means posteriors too narrow, a hump too wide, a slope a bias. A
 # chi-square test per quantity turns this into a p-value.
 #
-# Only the model and the kernel are needed: :func:`pyro_gwg.sbc.sbc` simulates every
+# Only the model and the kernel are needed: :func:`pyro_gwg.contrib.sbc.sbc` simulates every
 # observed site itself. Any function of the unknowns has uniform ranks under an exact
 # sampler; we rank the three summaries (``statistics=``), which carry more information
 # than the single 0/1 regimes, and thin the chains so that the draws are nearly

@@ -8,7 +8,7 @@ import torch
 
 from pyro_gwg import GWG
 from pyro_gwg.bridge.density import DiscreteEnergy
-from pyro_gwg.sbc import rank_statistics, sbc, uniformity_test
+from pyro_gwg.contrib.sbc import rank_statistics, sbc, uniformity_test
 
 
 def test_ranks_are_uniform_for_exchangeable_draws_with_ties():
