@@ -7,6 +7,9 @@
 * The model bridge (``pyro_gwg.bridge``) imports only the layers below it: Pyro-trace
   plumbing, sites, the coordinate layout and the compilers, never a density, kernel,
   driver or runner.
+* The modules of ``pyro_gwg.contrib.train`` import only those before them in
+  :data:`TRAIN` (the launcher on the learner, the learner on the objectives), never the
+  package itself.
 """
 
 import ast
@@ -52,6 +55,16 @@ BELOW_RUNNER = (
     "pyro_gwg.driver",
     "pyro_gwg.kernels",
     "pyro_gwg.proposals",
+)
+
+
+#: pyro_gwg.contrib.train from the bottom up: each module imports only those before it
+TRAIN = (
+    "pyro_gwg.contrib.train.objectives",
+    "pyro_gwg.contrib.train.models",
+    "pyro_gwg.contrib.train.rbm",
+    "pyro_gwg.contrib.train.pcd",
+    "pyro_gwg.contrib.train.distributed",
 )
 
 
@@ -163,12 +176,19 @@ def runner_violations(source: str, module: str, is_package: bool = False):
         above = RUNNER + ("pyro_gwg.runner",)
     else:
         return []
+    return imports_above(source, module, is_package, above)
+
+
+def imports_above(source: str, module: str, is_package: bool, above, exact=()) -> list:
+    """The imports of ``module`` (at any level) of the modules ``above`` it (with their
+    submodules) and of the modules ``exact`` (without), other than itself, as readable
+    strings."""
     found = []
     for node in ast.walk(ast.parse(source)):
         if not isinstance(node, (ast.Import, ast.ImportFrom)):
             continue
         for name in imported_names(node, module, is_package):
-            if _within(name, above) and name != module:
+            if (_within(name, above) or name in exact) and name != module:
                 found.append("{}:{} imports {} (above it)".format(module, node.lineno, name))
     return found
 
@@ -196,6 +216,38 @@ def test_the_runner_check_finds_imports_from_above(module, source, expected):
     assert bool(runner_violations(source, module)) == expected
 
 
+def train_violations(source: str, module: str):
+    """Imports, by a module of :data:`TRAIN`, of a module after it or of the package
+    ``pyro_gwg.contrib.train`` (which imports them all), as readable strings."""
+    if module not in TRAIN:
+        return []
+    above = TRAIN[TRAIN.index(module) :]
+    return imports_above(source, module, False, above, exact=("pyro_gwg.contrib.train",))
+
+
+def test_contrib_train_is_layered():
+    modules = {module_name(path) for path in (PACKAGE / "contrib" / "train").glob("*.py")}
+    assert modules == set(TRAIN) | {"pyro_gwg.contrib.train"}, "list a new module in TRAIN"
+    found = []
+    for path in sorted((PACKAGE / "contrib" / "train").glob("*.py")):
+        found += train_violations(path.read_text(), module_name(path))
+    assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize(
+    "module, source, expected",
+    [
+        ("pyro_gwg.contrib.train.objectives", "from pyro_gwg.contrib.train.pcd import PCD", True),
+        ("pyro_gwg.contrib.train.pcd", "def f():\n    from . import distributed", True),
+        ("pyro_gwg.contrib.train.pcd", "from pyro_gwg.contrib.train import l1_penalty", True),
+        ("pyro_gwg.contrib.train.distributed", "from pyro_gwg.contrib.train.pcd import PCD", False),
+        ("pyro_gwg.contrib.train.pcd", "from .objectives import l1_penalty", False),
+    ],
+)
+def test_the_train_check_finds_imports_from_above(module, source, expected):
+    assert bool(train_violations(source, module)) == expected
+
+
 def test_core_never_imports_contrib_nor_optional_dependencies_at_module_level():
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
@@ -210,6 +262,8 @@ def test_core_never_imports_contrib_nor_optional_dependencies_at_module_level():
         ("pyro_gwg.mcmc", "import pyro_gwg.contrib.train"),
         ("pyro_gwg.models", "from pyro_gwg import contrib"),
         ("pyro_gwg.models.rbm", "def f():\n    from ..contrib.kernels import RBMBlockGibbs"),
+        ("pyro_gwg.models.rbm", "from pyro_gwg.contrib.train.rbm import train_rbm"),
+        ("pyro_gwg.runner.many", "def f():\n    from pyro_gwg.contrib.sbc import sbc"),
         ("pyro_gwg.diagnostics", "import arviz"),
         ("pyro_gwg.kernels.base", "class A:\n    from sklearn.datasets import load_iris"),
     ],
