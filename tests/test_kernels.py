@@ -7,6 +7,8 @@ import importlib
 import inspect
 import pkgutil
 
+import pytest
+
 import pyro_gwg
 import pyro_gwg.kernels
 from pyro_gwg.kernels import REGISTRY, DiscreteKernel
@@ -45,3 +47,9 @@ def test_pyro_gwg_exports_every_kernel_of_the_registry():
 def test_dmala_is_an_alias_of_ncg_and_not_a_registry_entry():
     assert pyro_gwg.DMALA is pyro_gwg.NCG and "DMALA" not in REGISTRY
     assert "DMALA" in pyro_gwg.__all__
+
+
+@pytest.mark.parametrize("name", sorted(REGISTRY))
+def test_every_kernel_refuses_an_argument_it_does_not_take(name):
+    with pytest.raises(TypeError, match="no_such_option"):
+        REGISTRY[name](no_such_option=1)

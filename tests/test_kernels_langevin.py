@@ -191,3 +191,9 @@ def test_dula_and_dmala_in_the_estimators():
     history = pcd.fit(data, num_iterations=3, batch_size=16)
     assert len(history) == 3 and pcd.chains.shape == (16, 9)
     pyro.clear_param_store()
+
+
+def test_dula_takes_no_setting_of_the_step_size_adaptation():
+    # DULA adapts nothing: target_accept_prob was accepted and ignored before
+    with pytest.raises(TypeError, match="target_accept_prob"):
+        DULA(target_accept_prob=0.8)
