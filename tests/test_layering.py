@@ -2,8 +2,10 @@
 
 * ``pyro_gwg.contrib`` may import the core; the core (every other module of
   ``pyro_gwg``) never imports ``pyro_gwg.contrib``, at any level of a module.
-* The core imports no optional dependency at module level (only inside functions), so
-  that ``import pyro_gwg`` stays light.
+* The core imports no optional or heavy dependency at module level (only inside
+  functions), so that ``import pyro_gwg`` stays light: ArviZ (with xarray) is a
+  requirement, for ``to_inference_data`` and the ESS of ``pyro_gwg.diagnostics``, but
+  importing it doubles the time of ``import pyro_gwg``.
 * The model bridge (``pyro_gwg.bridge``) imports only the layers below it: Pyro-trace
   plumbing, sites, the coordinate layout and the compilers, never a density, kernel,
   driver or runner.
@@ -22,7 +24,7 @@ import pytest
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "pyro_gwg"
 CONTRIB = "pyro_gwg.contrib"
-#: top-level packages that the core may only import inside functions
+#: top-level packages that the core may only import inside functions (optional, or heavy)
 OPTIONAL = ("arviz", "jax", "matplotlib", "numpyro", "pandas", "pymc", "scipy", "sklearn", "xarray")
 BRIDGE = "pyro_gwg.bridge"
 #: the modules of pyro_gwg that the bridge may import (with their submodules)
