@@ -21,7 +21,10 @@ Estimators (``pyro_gwg.contrib.estimators``), each run ``--repeats`` times per b
   ``i_max = --i-max``, residual resampling below an ESS of ``0.7 R``, one run per
   estimate;
 * ``arm-reseed-gibbs``: ARM-reseed, new particles from training images brought to
-  :math:`p_n` by ``--reseed-steps`` Gibbs steps;
+  :math:`p_n` by ``--reseed-steps`` single-site Gibbs steps (``reseed_steps / D_n`` sweeps
+  at stage ``n``; one row per value given). Too few leave :math:`\log \hat Z` too high:
+  the images' first units are not draws of :math:`p_n` (see
+  ``pyro_gwg.contrib.estimators.arm``);
 * ``arm-block`` / ``arm-reseed-block``: the same with the RBM's block-Gibbs kernel
   (``pyro_gwg.contrib.kernels.RBMBlockGibbs`` on each stage's RBM, one block sweep per move step
   and ``--reseed-steps`` sweeps per reseed), the structured kernel of the RBM of Fraccaro et
@@ -48,6 +51,7 @@ Results: ``benchmarks/results/estimators_rbm[_quick].json`` and ``.png``.
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
 import time
 from typing import Dict, List, Optional
@@ -104,8 +108,11 @@ class CountingBlockGibbs(RBMBlockGibbs):
 KERNELS = {"gwg": GWG, "gibbs": Gibbs, "block": CountingBlockGibbs}
 
 
-def estimate(method: str, budget: int, params, data, order, args) -> Dict[str, object]:
-    """One estimate of log Z with its cost."""
+def estimate(
+    method: str, budget: int, params, data, order, args, reseed_steps: Optional[int] = None
+) -> Dict[str, object]:
+    """One estimate of log Z with its cost (``reseed_steps``: ARM-reseed's kernel steps
+    per reseeded particle)."""
     kernel = KERNELS[method.split("-")[-1]]()
     start = time.perf_counter()
     if method.startswith("ais"):
@@ -128,7 +135,7 @@ def estimate(method: str, budget: int, params, data, order, args) -> Dict[str, o
             num_runs=1,
             i_max=args.i_max,
             reseed=data[:, order].long() if "reseed" in method else None,
-            reseed_steps=args.reseed_steps,
+            reseed_steps=reseed_steps or 0,
         )
         extra = {
             "generate_iterations": int(
@@ -154,14 +161,19 @@ def estimate(method: str, budget: int, params, data, order, args) -> Dict[str, o
 
 def summarise(estimates: List[Dict[str, object]], exact: float) -> List[Dict[str, object]]:
     rows = []
-    for method in dict.fromkeys(e["method"] for e in estimates):
-        for budget in sorted({e["budget"] for e in estimates if e["method"] == method}):
-            group = [e for e in estimates if e["method"] == method and e["budget"] == budget]
+    variants = dict.fromkeys((e["method"], e.get("reseed_steps")) for e in estimates)
+    for method, reseed_steps in variants:
+        same = [
+            e for e in estimates if e["method"] == method and e.get("reseed_steps") == reseed_steps
+        ]
+        for budget in sorted({e["budget"] for e in same}):
+            group = [e for e in same if e["budget"] == budget]
             errors = torch.tensor([e["log_z"] - exact for e in group], dtype=torch.float64)
             rows.append(
                 {
                     "method": method,
                     "budget": budget,
+                    **({} if reseed_steps is None else {"reseed_steps": reseed_steps}),
                     "repeats": len(group),
                     "bias": float(errors.mean()),
                     "sd": float(errors.std()) if len(group) > 1 else float("nan"),
@@ -192,15 +204,20 @@ def run_benchmark(args: argparse.Namespace) -> Dict[str, object]:
             budgets = args.ais_steps
         else:
             budgets = args.block_particles if method.endswith("block") else args.arm_particles
-        for budget in budgets:
+        reseed_steps = args.reseed_steps if "reseed" in method else [None]
+        for budget, steps in itertools.product(budgets, reseed_steps):
+            variant = {} if steps is None else {"reseed_steps": steps}
             for repeat in range(args.repeats):
                 pyro.set_rng_seed(args.seed + 1000 * repeat + budget)
-                record = estimate(method, budget, params, data, order, args)
-                estimates.append({"method": method, "budget": budget, "repeat": repeat, **record})
+                record = estimate(method, budget, params, data, order, args, steps)
+                estimates.append(
+                    {"method": method, "budget": budget, **variant, "repeat": repeat, **record}
+                )
                 print(
-                    "{:<17} budget {:>5} #{}: error {:+.4f} (se {:.4f})  {:6.1f}s".format(
+                    "{:<17} budget {:>5}{} #{}: error {:+.4f} (se {:.4f})  {:6.1f}s".format(
                         method,
                         budget,
+                        "" if steps is None else ", {} reseed steps".format(steps),
                         repeat,
                         record["log_z"] - exact,
                         record["log_z_se"],
@@ -228,7 +245,8 @@ def print_table(results: Dict[str, object]) -> None:
     for r in results["summary"]:
         print(
             "| {} | {} | {:+.4f} | {:.4f} | {:.4f} | {:.4f} | {:.1f} | {:.3g} | {:.3g} |".format(
-                r["method"],
+                r["method"]
+                + ("" if "reseed_steps" not in r else " ({})".format(r["reseed_steps"])),
                 r["budget"],
                 r["bias"],
                 r["sd"],
@@ -248,11 +266,13 @@ def plot(results: Dict[str, object], path) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), constrained_layout=True)
-    for method in dict.fromkeys(r["method"] for r in results["summary"]):
-        rows = [r for r in results["summary"] if r["method"] == method]
+    summary = results["summary"]
+    for method, steps in dict.fromkeys((r["method"], r.get("reseed_steps")) for r in summary):
+        rows = [r for r in summary if r["method"] == method and r.get("reseed_steps") == steps]
         style = "-o" if method.startswith("ais") else "--s"
+        label = method if steps is None else "{} ({} reseed steps)".format(method, steps)
         for ax, key in zip(axes, ("seconds", "coordinate_evaluations")):
-            ax.plot([r[key] for r in rows], [r["rmse"] for r in rows], style, label=method)
+            ax.plot([r[key] for r in rows], [r["rmse"] for r in rows], style, label=label)
     for ax, label in zip(axes, ("seconds per estimate", "coordinate evaluations per estimate")):
         ax.set_xscale("log")
         ax.set_yscale("log")
@@ -279,7 +299,13 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.add_argument("--arm-particles", type=int, nargs="+", help="ARM particles R")
     parser.add_argument("--block-particles", type=int, nargs="+", help="ARM-block particles R")
     parser.add_argument("--i-max", type=int, default=10, help="ARM generate iterations")
-    parser.add_argument("--reseed-steps", type=int, default=200, help="ARM-reseed burn-in")
+    parser.add_argument(
+        "--reseed-steps",
+        type=int,
+        nargs="+",
+        default=[200],
+        help="ARM-reseed burn-in: kernel steps per reseeded particle (one row each)",
+    )
     parser.add_argument("--repeats", type=int, help="estimates per budget (default 5; quick 2)")
     args = parser.parse_args(argv)
     quick = args.quick

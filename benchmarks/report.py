@@ -234,16 +234,92 @@ def render_ising_learning(d: dict) -> list[str]:
     return out
 
 
+#: What separates benchmarks/uha_logistic.py from Geffner & Domke's setting; the
+#: momentum and the training budget of each run are printed from its JSON beside it.
+UHA_DIFFERENCES = """\
+How this differs from the paper's setting: the target is Bayesian logistic regression
+on scikit-learn's breast cancer data (31 coefficients, N(0, 1) prior), not the targets of
+the authors' code (github.com/tomsons22/UHA: logistic regression on Sonar, Ionosphere and
+other UCI data, inference-gym models), whose data files are not available offline here.
+Both methods start from the same plain-VI q; Hamiltonian AIS gets the same step-size and
+damping grid as UHA's initialisation, so it is tuned, not run at default settings. Our UHA
+learns its schedule as K + 1 free increments (the authors' code interpolates at most 32)
+and does not clip the damping at 0.99 as the authors' optimiser does. The authors'
+released `main.py` lists its trainable parameters as `('vd', 'eps', 'eps', 'mgridref_y')`,
+so its damping stays at 0.5; the paper and this benchmark tune it. With the momentum
+preconditioned by q (`1/sigma_q^2`) both methods use the same diagonal mass, and UHA also
+tunes it; `--authors-setting` uses the authors' N(0, I) momentum, not tuned, and their
+training budget."""
+
+
+#: Adam steps per window of the UHA training bound shown beside the tuned bound
+TRAINING_WINDOW = 500
+
+
+def _training_windows(curve: list[float]) -> dict:
+    """The best and the last mean of the training bound (one estimate per Adam step)
+    over consecutive windows of steps: a best window above the last shows an
+    optimisation that lost ground."""
+    means = [
+        sum(curve[i : i + TRAINING_WINDOW]) / TRAINING_WINDOW
+        for i in range(0, len(curve) - TRAINING_WINDOW + 1, TRAINING_WINDOW)
+    ]
+    if not means:
+        return {}
+    return {
+        f"training_best_{TRAINING_WINDOW}_steps": max(means),
+        f"training_last_{TRAINING_WINDOW}_steps": means[-1],
+    }
+
+
 def render_uha_logistic(d: dict) -> list[str]:
+    """VI, the reference and Hamiltonian AIS; UHA after the grid search and after tuning;
+    the verdict on the paper's claim and the settings that differ from the paper's."""
     out = [table([{"method": "VI", **d["vi"]}, {"method": "reference", **d["reference"]}])]
     out.append("Hamiltonian AIS\n\n" + table(d["hais"]))
     uha_rows = [{"K": r["K"], **r.get("grid_only", {})} for r in d["uha"]]
-    out.append("UHA (tuned on the grid)\n\n" + table(uha_rows))
-    trained = [
-        {"K": r["K"], **r["trained"]} for r in d["uha"] if isinstance(r.get("trained"), dict)
+    out.append("UHA (step size and damping from the grid only)\n\n" + table(uha_rows))
+    tuned = [
+        {
+            "K": r["K"],
+            **r["tuned"],
+            "step_size": r["step_size"],
+            "damping": r["damping"],
+            **_training_windows(r.get("training_curve", [])),
+        }
+        for r in d["uha"]
+        if isinstance(r.get("tuned"), dict)
     ]
-    if trained:
-        out.append("UHA (trained)\n\n" + table(trained))
+    if tuned:
+        out.append("UHA (tuned by Adam)\n\n" + table(tuned))
+    settings = d["settings"]
+    out.append(
+        "Momentum: {}; UHA tunes the mass: {}; UHA training: {} Adam steps of {} "
+        "particles, learning rate {}.".format(
+            d.get("momentum", "1/sigma_q^2"),
+            d.get("mass_tuned", True),
+            settings["uha_steps"],
+            settings["train_particles"],
+            settings["lr"],
+        )
+    )
+    claim = d.get("claim")
+    if claim:
+        verdict = "holds" if claim["uha_matches_or_beats_hais"] else "does not hold"
+        out.append(
+            "**Verdict** on the claim of Geffner & Domke 2021 (tuned UHA with K = {uha_K} "
+            "matches or beats Hamiltonian AIS with K = {hais_K}; matching means a bound "
+            "within two standard errors): it {verdict} here. UHA-{uha_K} minus HAIS-{hais_K}: "
+            "{diff} +- {se} nats (`uha_matches_or_beats_hais: {flag}`).".format(
+                verdict=verdict,
+                diff=fmt(claim["uha_minus_hais"]),
+                se=fmt(claim["se"]),
+                flag=claim["uha_matches_or_beats_hais"],
+                uha_K=claim["uha_K"],
+                hais_K=claim["hais_K"],
+            )
+        )
+    out.append(UHA_DIFFERENCES)
     return out
 
 

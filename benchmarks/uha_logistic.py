@@ -34,10 +34,18 @@ of a fair, equally informed baseline.
 Every bound is the mean of :math:`\log w` over the evaluation particles, reported with
 its Monte Carlo standard error. Oracle cost: one gradient of the log joint per bridge.
 
+``--authors-setting`` repeats the protocol with the momentum and training of the authors'
+code (github.com/tomsons22/UHA, ``src/main.py``, ``momdist.py``, ``opt.py``) in place of
+ours: the momentum :math:`S = \mathcal{N}(0, I)` for both methods (not :math:`1/\sigma_q^2`),
+UHA tunes q, step size, damping and schedule but not the mass, Adam at a constant
+learning rate 0.01 for 5000 steps of 5 particles, and the step sizes of both grids in
+absolute units (``AUTHORS_STEP_SIZES``). Results go to ``uha_logistic_authors.json``.
+
 Run from the repository root::
 
     python benchmarks/uha_logistic.py --quick   # about a minute
     python benchmarks/uha_logistic.py           # full, about 12 minutes
+    python benchmarks/uha_logistic.py --authors-setting   # about 5 minutes
 
 Results go to ``benchmarks/results/uha_logistic.json`` (``uha_logistic_quick.json`` for
 ``--quick``; ``--output``) and a PNG next to it; the table is printed.
@@ -87,10 +95,28 @@ FULL = {
     "reference_bridges": 8192,
     "reference_particles": 256,
 }
+#: --authors-setting: the training budget of the authors' code (src/main.py defaults)
+AUTHORS = {"uha_steps": 5000, "train_particles": 5, "lr": 0.01}
 #: Adam's learning rate is lowered in steps: (share of the steps, factor on --lr)
 LR_PHASES = [(0.6, 1.0), (0.25, 1 / 3), (0.15, 1 / 10)]
+#: step sizes in units of q's scale (momentum mass 1 / sigma_q^2)
 STEP_SIZES = [0.1, 0.2, 0.3, 0.5, 0.7]
+#: step sizes in absolute units (--authors-setting: momentum mass I; sigma_q is 0.27-0.67)
+AUTHORS_STEP_SIZES = [0.02, 0.05, 0.1, 0.15, 0.2, 0.3]
 DAMPINGS = [0.5, 0.8, 0.95]
+
+
+class IdentityMomentumUHA(UHA):
+    """UHA with the momentum of the authors' code, :math:`S = \\mathcal{N}(0, I)`, not
+    tuned (``log_mass`` is frozen and unused)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.log_mass.requires_grad_(False)
+
+    @property
+    def mass(self) -> torch.Tensor:
+        return torch.ones_like(self.loc)
 
 
 def bound_summary(result) -> Dict[str, float]:
@@ -111,9 +137,10 @@ def check_density(target: ContinuousTarget, X: torch.Tensor, y: torch.Tensor) ->
 
 def run_hais(target, K: int, q, args) -> Dict[str, object]:
     loc, scale = q
+    mass = torch.ones_like(loc) if args.authors_setting else None  # None: 1 / sigma_q^2
     grid = []
     start = time.perf_counter()
-    for step, damping in itertools.product(STEP_SIZES, DAMPINGS):
+    for step, damping in itertools.product(args.step_sizes, DAMPINGS):
         result = hamiltonian_ais(
             target,
             num_bridges=K,
@@ -122,6 +149,7 @@ def run_hais(target, K: int, q, args) -> Dict[str, object]:
             scale=scale,
             step_size=step,
             damping=damping,
+            mass=mass,
         )
         grid.append(
             {
@@ -140,6 +168,7 @@ def run_hais(target, K: int, q, args) -> Dict[str, object]:
         scale=scale,
         step_size=best["step_size"],
         damping=best["damping"],
+        mass=mass,
     )
     return {
         "K": K,
@@ -155,12 +184,12 @@ def run_hais(target, K: int, q, args) -> Dict[str, object]:
 def run_uha(target, K: int, vi: UHA, args) -> Dict[str, object]:
     """UHA from q of plain VI: the best step size and damping of a grid search on the
     UHA bound itself (linear schedule, mass 1/sigma_q^2), then every parameter tuned."""
-    uha = UHA(target, num_bridges=K)
+    uha = (IdentityMomentumUHA if args.authors_setting else UHA)(target, num_bridges=K)
     with torch.no_grad():
         uha.loc.copy_(vi.loc)
         uha.log_scale.copy_(vi.log_scale)
     grid = []
-    for step, damping in itertools.product(STEP_SIZES, DAMPINGS):
+    for step, damping in itertools.product(args.step_sizes, DAMPINGS):
         with torch.no_grad():
             uha.step_logit.fill_(math.log(step / (uha.max_step_size - step)))
             uha.damping_logit.fill_(math.log(damping / (1 - damping)))
@@ -173,8 +202,8 @@ def run_uha(target, K: int, vi: UHA, args) -> Dict[str, object]:
         grid_only = uha(args.eval_particles)
     start = time.perf_counter()
     history = []
-    optimizer = torch.optim.Adam(uha.parameters(), lr=args.lr)
-    for share, factor in LR_PHASES:
+    optimizer = torch.optim.Adam([p for p in uha.parameters() if p.requires_grad], lr=args.lr)
+    for share, factor in [(1.0, 1.0)] if args.authors_setting else LR_PHASES:
         for group in optimizer.param_groups:
             group["lr"] = args.lr * factor
         steps = round(share * args.uha_steps)
@@ -191,7 +220,7 @@ def run_uha(target, K: int, vi: UHA, args) -> Dict[str, object]:
             "step_size": float(uha.step_size),
             "damping": float(uha.damping),
             "betas": betas.tolist(),
-            "mass_over_q_precision": uha.log_mass.exp().tolist(),
+            "mass_over_q_precision": (uha.mass * uha.scale**2).tolist(),
             "training_curve": history,
             "train_seconds": seconds,
         }
@@ -262,11 +291,23 @@ def main() -> None:
             parser.add_argument("--" + key.replace("_", "-"), type=int, nargs="+")
         else:
             parser.add_argument("--" + key.replace("_", "-"), type=type(value))
+    parser.add_argument(
+        "--authors-setting",
+        action="store_true",
+        help="momentum N(0, I) for both methods (not tuned) and the authors' training budget",
+    )
     args = parser.parse_args()
-    fill_defaults(args, "uha_logistic", QUICK if args.quick else FULL)
+    defaults = QUICK if args.quick else FULL
+    if args.authors_setting:
+        defaults = {**defaults, **AUTHORS}
+    name = "uha_logistic_authors" if args.authors_setting else "uha_logistic"
+    fill_defaults(args, name, defaults)
+    args.step_sizes = AUTHORS_STEP_SIZES if args.authors_setting else STEP_SIZES
     configure(args)
     code = code_info()
     results = metadata("uha_logistic", args, code)
+    results["momentum"] = "identity" if args.authors_setting else "1/sigma_q^2"
+    results["mass_tuned"] = not args.authors_setting
     start = time.perf_counter()
 
     X, y = breast_cancer()
@@ -299,6 +340,7 @@ def main() -> None:
         scale=q[1],
         step_size=best["step_size"],
         damping=best["damping"],
+        mass=torch.ones_like(q[0]) if args.authors_setting else None,
     )
     results["reference"] = {
         "K": args.reference_bridges,

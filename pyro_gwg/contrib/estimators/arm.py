@@ -35,6 +35,22 @@ first, :func:`rbm_stages`). With :math:`Z_n = \sum p^*_n`, particles
 5. **augment**: :math:`x^r_{n+1} \sim p_{n+1}(x_{n+1} \mid x^r_{[n]})`, read off the
    same evaluations as the smooth step.
 
+**ARM-reseed is exact only once the reseeded particles reach** :math:`p_n`. They enter
+the pool weighted as draws of :math:`p_n`. Rows of data that the model fits are close to
+draws of the full model, whose first :math:`n` coordinates follow its marginal, not
+:math:`p_n`; that marginal tilts :math:`p_n` towards the states whose future units add
+the most mass (for the model one stage larger it is exactly
+:math:`p_n \mathcal W / \mathbb{E}_{p_n}[\mathcal W]`), so the reseeded particles' mean of
+:math:`\mathcal W` is about :math:`\mathbb{E}[\mathcal W^2] / \mathbb{E}[\mathcal W] \ge
+Z_{n+1} / Z_n`, and :math:`\log \hat Z` comes out too high, by a bias that adds up over
+the stages. ``reseed_steps`` counts kernel steps: for a single-site kernel such as
+:class:`~pyro_gwg.Gibbs` that is ``reseed_steps / D_n`` sweeps at stage ``n``. Measured
+(``benchmarks/RESULTS.md``, ``estimators_rbm``): on an RBM with 64 visible and 20 hidden
+units fitted to digits, 200 single-site Gibbs steps (about 3 sweeps at the last stages)
+left ARM-reseed +0.9 to +1.5 nats high at every number of particles, while 200 block-Gibbs
+sweeps did not; on a 10-unit RBM, the bias fell from +1.17 nats with no steps to +0.02
+(within the standard error) with 300 (``tests/contrib/test_estimators_arm.py``).
+
 The first stage is enumerated exactly (:math:`Z_1` and exact draws), so
 :math:`\log \hat Z_N = \log Z_1 + \sum_n \log \widehat{Z_{n+1} / Z_n}`. The standard
 error comes from ``num_runs`` independent runs (their particles share the kernel's
@@ -339,7 +355,8 @@ def arm(
         stage's coordinate order, e.g. training data) whose first :math:`D_n`
         coordinates start new particles at stage ``n``; ``None`` for plain ARM.
     :param int reseed_steps: kernel steps that bring reseeded particles to
-        :math:`p_n`.
+        :math:`p_n` (for a single-site kernel, ``reseed_steps / D_n`` sweeps); too few
+        leave :math:`\log \hat Z` biased upwards (see the module's description).
     :param int min_reseed: :math:`S_{\min}`, fewest new particles per reseed.
     :param int max_plate_nesting: bound on nested plates; guessed when ``None``.
     :param int num_workers: ``None`` (default): the runs advance together here; an
