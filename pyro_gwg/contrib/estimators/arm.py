@@ -47,9 +47,11 @@ the stages. ``reseed_steps`` counts kernel steps: for a single-site kernel such 
 :class:`~pyro_gwg.Gibbs` that is ``reseed_steps / D_n`` sweeps at stage ``n``. Measured
 (``benchmarks/RESULTS.md``, ``estimators_rbm``): on an RBM with 64 visible and 20 hidden
 units fitted to digits, 200 single-site Gibbs steps (about 3 sweeps at the last stages)
-left ARM-reseed +0.9 to +1.5 nats high at every number of particles, while 200 block-Gibbs
-sweeps did not; on a 10-unit RBM, the bias fell from +1.17 nats with no steps to +0.02
-(within the standard error) with 300 (``tests/contrib/test_estimators_arm.py``).
+left ARM-reseed +0.9 to +1.5 nats high at every number of particles, and 800 steps
+removed the upward bias (``estimators_rbm_reseed``: +1.36 with 200, -0.58 with 800, the
+downward bias of plain ARM with 50 particles); on a 10-unit RBM the bias fell from +1.17
+nats with no steps to +0.02 (within the standard error) with 300
+(``tests/contrib/test_estimators_arm.py``).
 
 The first stage is enumerated exactly (:math:`Z_1` and exact draws), so
 :math:`\log \hat Z_N = \log Z_1 + \sum_n \log \widehat{Z_{n+1} / Z_n}`. The standard
