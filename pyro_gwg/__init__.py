@@ -28,8 +28,8 @@ from pyro_gwg.kernels import (
     HammingBall,
     LocallyBalanced,
 )
-from pyro_gwg.kernels.base import StuckChainWarning
 from pyro_gwg.kernels.mixed import MixedGibbs
+from pyro_gwg.kernels.run import StuckChainWarning
 from pyro_gwg.mcmc import MCMC
 from pyro_gwg.runner.draws import Draws
 from pyro_gwg.runner.many import fit_many

@@ -474,7 +474,7 @@ class MCMC(AbstractMCMC):
         draws are all equal (R-hat also NaN for runs of fewer than 4 draws per chain).
         It warns about nothing that :meth:`run` reported (coordinates that never changed
         where the posterior is not sure of them: a
-        :class:`~pyro_gwg.kernels.base.StuckChainWarning` at the end of the run).
+        :class:`~pyro_gwg.kernels.run.StuckChainWarning` at the end of the run).
 
         Then each per-draw statistic of the kernel, as ``{name: {"chain i": tensor}}``,
         the acceptance rate per chain and an empty ``divergences`` list per chain.

@@ -11,7 +11,7 @@ from small_models import BOUNDS, KIND_COVER, SUITE
 import pyro_gwg
 import pyro_gwg.proposals.gwg as gwg_math
 from pyro_gwg import GWG, exact_posterior
-from pyro_gwg.kernels.base import StuckChainWarning
+from pyro_gwg.kernels.run import StuckChainWarning
 from pyro_gwg.models import lattice_ising
 
 pytestmark = pytest.mark.filterwarnings("ignore:Categorical site")

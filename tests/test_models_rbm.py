@@ -1,6 +1,6 @@
 """RBM model: density, exact log Z, block Gibbs; samplers on a tiny RBM.
 
-The block-Gibbs kernel is tested in ``tests/contrib/test_kernels.py``, CD training in
+The block-Gibbs kernel is tested in ``tests/contrib/test_contrib_kernels.py``, CD training in
 ``tests/contrib/test_train_rbm.py``."""
 
 import itertools

@@ -231,6 +231,6 @@ def test_gwg_in_the_batched_runner_matches_exact_posterior(name):
     )
     mcmc.run(*case.args)
     samples = mcmc.get_samples(group_by_chain=True)
-    assert set(samples) == {site.name for site in kernel.energy.sites}
-    codes = _codes_from_samples(kernel.energy, samples, num_chains)
+    assert set(samples) == {site.name for site in mcmc.draws.sites}
+    codes = _codes_from_samples(mcmc.draws.decoder, samples, num_chains)
     print("{} runner: max |z| {:.2f}".format(name, assert_exact(codes, _exact(name), ALPHA)))

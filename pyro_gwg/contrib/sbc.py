@@ -274,7 +274,7 @@ def sbc(
     :class:`~pyro_gwg.DULA`) gets a ``UserWarning`` when the run starts: SBC then
     measures its bias.
     """
-    from pyro_gwg.kernels.base import StuckChainWarning
+    from pyro_gwg.kernels.run import StuckChainWarning
 
     num_workers = cluster.check_num_workers(num_workers)
     for name, value, low in (
@@ -376,7 +376,7 @@ class _Simulation:
 def _simulate(task: Tuple[_Simulation, int]) -> Tuple[Dict[str, torch.Tensor], bool]:
     """One simulation, seeded by its seed: the ranks ``{name: [...]}`` and whether a
     StuckChainWarning was held back."""
-    from pyro_gwg.kernels.base import StuckChainWarning
+    from pyro_gwg.kernels.run import StuckChainWarning
     from pyro_gwg.mcmc import MCMC
 
     plan, seed = task

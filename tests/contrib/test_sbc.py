@@ -163,7 +163,7 @@ def test_sbc_reports_stuck_runs_once(monkeypatch):
     import warnings
 
     from pyro_gwg import mcmc as mcmc_module
-    from pyro_gwg.kernels.base import StuckChainWarning
+    from pyro_gwg.kernels.run import StuckChainWarning
 
     real_run = mcmc_module.MCMC.run
 
