@@ -13,32 +13,8 @@ from small_models import regime_hmm
 from test_kernels_base import expanded_likelihood
 
 import pyro_gwg
-from pyro_gwg import (
-    AVG,
-    GWG,
-    NCG,
-    PAVG,
-    Gibbs,
-    HammingBall,
-    LocallyBalanced,
-)
+from pyro_gwg import GWG, Gibbs
 from pyro_gwg.kernels.run import StuckChainWarning
-
-KERNELS = {
-    "gwg": lambda model, **kw: GWG(model, **kw),
-    "gwg-2-flips": lambda model, **kw: GWG(model, num_flips=2, **kw),
-    "ncg": lambda model, **kw: NCG(model, **kw),
-    "avg": lambda model, **kw: AVG(model, **kw),
-    "pavg": lambda model, **kw: PAVG(model, **kw),
-    "gibbs": lambda model, **kw: Gibbs(model, **kw),
-    "hamming-ball": lambda model, **kw: HammingBall(model, block_size=3, **kw),
-    "locally-balanced": lambda model, **kw: LocallyBalanced(model, **kw),
-}
-
-
-# ---------------------------------------------------------------- models as users write them
-
-# ---------------------------------------------------------------- stuck chains
 
 
 def _warnings_of(run) -> list:
