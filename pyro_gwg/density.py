@@ -17,10 +17,10 @@ training (a :class:`~pyro_gwg.DiscreteEnergy` whose parameters change between ru
 and no Pyro model (the ``potential_fn`` entry of Pyro's HMC).
 
 The runner's chain driver (:class:`~pyro_gwg.driver.ChainDriver`) also asks a density
-whether and how a compiler may trace it: ``compilable``, ``traceable(num_chains)``,
-``arguments()``, ``reading(arguments)``, ``recording()`` and ``raise_invalid(codes)``.
-:class:`BaseDensity` gives the first five their defaults, for a density evaluated
-eagerly; :class:`~pyro_gwg.DiscreteEnergy` implements them all.
+whether and how a compiler may trace it: ``compilable``,
+``traceable(num_chains, arguments)``, ``arguments()``, ``recording()`` and
+``raise_invalid(codes)``. :class:`BaseDensity` gives the first four their defaults, for
+a density evaluated eagerly; :class:`~pyro_gwg.DiscreteEnergy` implements them all.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from typing import (
     ContextManager,
     Iterator,
     List,
+    Optional,
     Protocol,
     Sequence,
     Tuple,
@@ -69,18 +70,17 @@ class Density(Protocol):
     def value_and_grad(self, codes: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         """``codes [N, D] -> (log density [N], packed gradient [N, D, W])``."""
 
-    def traceable(self, num_chains: int) -> Density:
+    def traceable(
+        self, num_chains: int, arguments: Optional[Sequence[torch.Tensor]] = None
+    ) -> Density:
         """The form of the density that a compiler traces for ``num_chains`` chains:
         the same density without the checks that cannot run inside a compiled
-        function."""
+        function, reading ``arguments`` (the traced function's tensors, in the order
+        of :meth:`arguments`; ``None``: their values now)."""
 
     def arguments(self) -> Tuple[torch.Tensor, ...]:
         """The tensors besides the states that a compiled function of the density
         takes as arguments, at their values now."""
-
-    def reading(self, arguments: Sequence[torch.Tensor]) -> ContextManager[None]:
-        """A context in which the density reads ``arguments`` (a tracer's tensors, in
-        the order of :meth:`arguments`) in place of their values."""
 
     def recording(self) -> ContextManager[List[Tuple[torch.Tensor, torch.Tensor]]]:
         """A context in which evaluations are listed as ``(codes, log_joint)`` pairs
@@ -99,10 +99,13 @@ class BaseDensity:
 
     compilable: Tuple[str, ...] = ()
 
-    def traceable(self, num_chains: int) -> Density:
+    def traceable(
+        self, num_chains: int, arguments: Optional[Sequence[torch.Tensor]] = None
+    ) -> Density:
         """The density itself.
 
         :param int num_chains: the leading batch size of the traced states.
+        :param arguments: the traced tensors of :meth:`arguments` (none).
         :rtype: Density
         """
         return self
@@ -113,11 +116,6 @@ class BaseDensity:
         :rtype: tuple
         """
         return ()
-
-    @contextlib.contextmanager
-    def reading(self, arguments: Sequence[torch.Tensor]) -> Iterator[None]:
-        """Nothing to read (``arguments`` is empty)."""
-        yield
 
     @contextlib.contextmanager
     def recording(self) -> Iterator[List[Tuple[torch.Tensor, torch.Tensor]]]:

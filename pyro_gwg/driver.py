@@ -183,7 +183,7 @@ class ChainDriver:
         loop over one compiled step (one compilation serves every block length;
         ``"aot"`` looks up the disk cache by the trace of the step, as ``"auto"``
         does, before exporting anything). The tensors a density reads that change
-        between calls (the ``inputs`` and ``pyro.param`` values of a
+        between calls (the ``given`` and ``pyro.param`` values of a
         :class:`~pyro_gwg.DiscreteEnergy`, see its
         :meth:`~pyro_gwg.DiscreteEnergy.arguments`) are passed to the compiled
         function as arguments, with their values of each call.
@@ -443,15 +443,17 @@ class ChainDriver:
             return body_of(self.algorithm.step)
         state = self.state
         num_chains = state.codes.shape[0]
-        body = body_of(self.build(density.traceable(num_chains), **self.static).step)
-        state_type, types = type(state), []
-        # tensors the density reads that change between calls (inputs, pyro.param
-        # values): arguments of the compiled function, not constants
+        build, static, state_type, types = self.build, self.static, type(state), []
+        # tensors the density reads that change between calls (values it is conditioned
+        # on, pyro.param values): arguments of the compiled function, not constants
         arguments = density.arguments
         num_state = len(state)
 
         def flat(*tensors: torch.Tensor) -> tuple:
-            with density.reading(tensors[num_state:]), density.recording() as evaluations:
+            # the transition on the density that reads the traced arguments
+            reading = density.traceable(num_chains, tensors[num_state:])
+            body = body_of(build(reading, **static).step)
+            with density.recording() as evaluations:
                 new_state, info, extras = body(state_type(*tensors[:num_state]))
             types.append((type(info), len(extras)))
             checks = invalid_evaluations(evaluations, new_state.codes)

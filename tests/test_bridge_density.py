@@ -256,3 +256,23 @@ def test_first_order_differences_are_exact_for_a_linear_energy(model):
             predicted = grad[:, i, b] - grad[:, i].gather(1, states[:, i, None])[:, 0]
             actual = energy.log_joint(moved) - log_joint
             torch.testing.assert_close(predicted.double(), actual, rtol=0, atol=1e-5)
+
+
+def test_an_energy_given_values_conditions_the_model_on_them():
+    # MixedGibbs's discrete half: the energy conditions the model on the continuous
+    # values passed to it, not on a dict shared with the caller
+    def model():
+        mu = pyro.sample("mu", dist.Normal(0.0, 1.0))
+        pyro.sample("x", dist.Bernoulli(logits=mu).expand([3]).to_event(1))
+
+    codes = torch.tensor([[1, 0, 1], [1, 1, 1]])
+    energy = DiscreteEnergy(model, given={"mu": torch.tensor(0.5)})
+    assert energy.given_names == ("mu",)
+    for mu in (0.5, -2.0):
+        if mu != 0.5:
+            energy.set_given({"mu": torch.tensor(mu)})
+        conditioned = DiscreteEnergy(poutine.condition(model, data={"mu": torch.tensor(mu)}))
+        assert torch.allclose(energy.log_joint(codes), conditioned.log_joint(codes))
+        assert torch.allclose(energy.value_and_grad(codes)[1], conditioned.value_and_grad(codes)[1])
+    with pytest.raises(ValueError, match="set_given needs a value for each.*\\['mu'\\]"):
+        energy.set_given({"nu": torch.tensor(0.0)})

@@ -187,8 +187,11 @@ def test_mixed_gibbs_compiles_its_discrete_kernel_with_the_continuous_values_as_
     kernel = GWG(jit_compile=True)
     mixed = MixedGibbs(NUTS(model), kernel)
     # the discrete half compiles, with the continuous values as arguments
-    assert mixed.discrete_kernel.inputs is mixed._continuous_values
-    assert kernel.inputs is None  # the user's kernel is left as it was
+    mixed.setup(0)
+    energy = mixed.discrete_kernel.energy
+    assert energy.given_names == ("mu",) and energy.arguments() == energy._given_values
+    assert mixed.discrete_kernel.driver.backend == "trace"
+    assert kernel.energy is None  # the user's kernel is left as it was
     with pytest.raises(UnsupportedModelError, match="jit_compile=False on the HMC/NUTS"):
         MixedGibbs(NUTS(model, jit_compile=True), GWG())
 

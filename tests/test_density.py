@@ -123,6 +123,6 @@ def test_a_density_on_the_base_has_every_member_of_the_protocol_and_runs_eagerly
     assert isinstance(density, Density)
     assert density.compilable == () and density.arguments() == ()
     assert density.traceable(4) is density
-    with density.reading(()), density.recording() as evaluations:
+    with density.recording() as evaluations:
         density.log_joint(torch.zeros(2, 3, dtype=torch.long))
     assert evaluations == []

@@ -137,24 +137,21 @@ def test_a_chain_driver_on_a_tempered_density_reads_that_density():
         assert abs(float(driver.state.codes.float().mean()) - 0.5) < 0.05
 
 
-def test_compiled_transitions_take_the_energys_inputs_as_arguments():
+def test_compiled_transitions_take_the_energys_given_values_as_arguments():
     # MixedGibbs's discrete half: a model conditioned on values that change between
     # steps compiles once and reads their current values, not those of the tracing
-    values = {"mu": torch.tensor(0.0)}
-
     def model():
         mu = pyro.sample("mu", pyro.distributions.Normal(0.0, 1.0))
         pyro.sample("x", pyro.distributions.Bernoulli(logits=mu).expand([3]).to_event(1))
 
-    kernel = pyro_gwg.GWG(pyro.poutine.condition(model, data=values), jit_compile=True)
-    kernel.inputs = values
+    kernel = pyro_gwg.GWG(model, jit_compile=True)
     kernel.vectorized_chains = 4
-    kernel.setup(0)
+    kernel.setup_given(0, {"mu": torch.tensor(0.0)})
     driver = kernel.driver
     driver.run(8, every=8)
     blocks = []
     for mu in (4.0, -4.0):
-        values["mu"] = torch.tensor(mu)
+        kernel.energy.set_given({"mu": torch.tensor(mu)})
         kernel.refresh()
         driver.run(8, lambda t, info, codes, log_joint: blocks.append(log_joint), every=8)
         assert torch.allclose(blocks[-1][:, -1], kernel.energy.log_joint(driver.state.codes))
@@ -168,8 +165,8 @@ def test_bad_densities_and_inputs_are_refused_with_the_way_out():
         PotentialDensity(_ising, 4)
     with pytest.raises(ValueError, match="one value per state, shape \\[2\\]"):
         PotentialDensity(lambda x: x, binary_layout(2)).log_joint(torch.zeros(2, 2).long())
-    with pytest.raises(TypeError, match="inputs must be a dict of tensors"):
-        pyro_gwg.DiscreteEnergy(_ising_model, inputs=[torch.zeros(1)])
+    with pytest.raises(TypeError, match="given must be a dict of tensors"):
+        pyro_gwg.DiscreteEnergy(_ising_model, given=[torch.zeros(1)])
 
 
 BAD_CODES = [

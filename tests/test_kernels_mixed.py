@@ -232,4 +232,6 @@ def test_the_users_kernels_are_not_modified():
     kernel = MixedGibbs(nuts, gwg)
     assert (nuts.model, gwg.model, gwg.jit_compile) == before
     assert kernel.inner_kernel is not nuts and kernel.discrete_kernel is not gwg
-    assert kernel.discrete_kernel.inputs is not None and gwg.inputs is None
+    kernel.setup(0, Y_MIX)
+    # the copy is conditioned on the continuous sites, the user's kernel has no run
+    assert kernel.discrete_kernel.energy.given_names == ("locs",) and gwg.energy is None

@@ -11,6 +11,7 @@ models written to broadcast); ``"vmap"``, the unbatched model under
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Optional
 
 import torch
@@ -40,27 +41,37 @@ class Batching:
 
     batching: Optional[str]
 
-    def _forward(self, num_chains: int, codes: torch.Tensor, *relaxed: torch.Tensor):
+    def _forward(
+        self, num_chains: int, codes: torch.Tensor, *relaxed: torch.Tensor, arguments=None
+    ):
         """``(log_joint [C], *own_logits)``: the model run at a batch of states (as
         ``self.batching`` says), with the own logits ``[C, n, K]`` of every (one-hot)
-        categorical site."""
+        categorical site; ``arguments``: a compiled function's tensors that the model
+        reads (see :meth:`~pyro_gwg.bridge.compiled.Compiling.arguments`), ``None``
+        for their values now."""
         if num_chains == 1 or self.batching == "plate":
-            return self._forward_plate(num_chains, codes, *relaxed)
+            return self._forward_plate(num_chains, codes, *relaxed, arguments=arguments)
         if self.batching == "vmap":
-            return self._forward_vmap(codes, *relaxed)
-        return self._forward_loop(num_chains, codes, *relaxed)
+            return self._forward_vmap(codes, *relaxed, arguments=arguments)
+        return self._forward_loop(num_chains, codes, *relaxed, arguments=arguments)
 
-    def _forward_one(self, codes: torch.Tensor, *relaxed: torch.Tensor):
+    def _forward_one(self, codes: torch.Tensor, *relaxed: torch.Tensor, arguments=None):
         """The model at one state, ``codes [D]`` (no batch dimension; for vmap)."""
-        out = self._forward_plate(1, codes.unsqueeze(0), *(r.unsqueeze(0) for r in relaxed))
+        relaxed = tuple(r.unsqueeze(0) for r in relaxed)
+        out = self._forward_plate(1, codes.unsqueeze(0), *relaxed, arguments=arguments)
         return tuple(o.squeeze(0) for o in out)
 
-    def _forward_vmap(self, codes: torch.Tensor, *relaxed: torch.Tensor):
-        return torch.func.vmap(self._forward_one, randomness="error")(codes, *relaxed)
+    def _forward_vmap(self, codes: torch.Tensor, *relaxed: torch.Tensor, arguments=None):
+        one = partial(self._forward_one, arguments=arguments)
+        return torch.func.vmap(one, randomness="error")(codes, *relaxed)
 
-    def _forward_loop(self, num_chains: int, codes: torch.Tensor, *relaxed: torch.Tensor):
+    def _forward_loop(
+        self, num_chains: int, codes: torch.Tensor, *relaxed: torch.Tensor, arguments=None
+    ):
         outs = [
-            self._forward_plate(1, codes[c : c + 1], *(r[c : c + 1] for r in relaxed))
+            self._forward_plate(
+                1, codes[c : c + 1], *(r[c : c + 1] for r in relaxed), arguments=arguments
+            )
             for c in range(num_chains)
         ]
         return tuple(torch.cat(parts) for parts in zip(*outs))

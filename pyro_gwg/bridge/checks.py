@@ -158,7 +158,7 @@ class StructureChecks:
 
         def run(values):
             with pyro.validation_enabled(False):
-                tr = self._run_model(poutine.condition(self.model, data=values))
+                tr = self._run_model(poutine.condition(self._model(), data=values))
                 for node in _trace.sample_sites(tr):
                     self._site_log_prob(node)
             return tr
@@ -202,7 +202,7 @@ class StructureChecks:
             try:
                 with pyro.validation_enabled(False):
                     found = support_bounds(
-                        self._run_model(poutine.condition(self.model, data=values)), suspects
+                        self._run_model(poutine.condition(self._model(), data=values)), suspects
                     )
             except UnsupportedModelError:
                 raise

@@ -1,14 +1,14 @@
 """The energy a compiler traces: the whole ``value_and_grad`` traced by
 :func:`~pyro_gwg.compilation.trace_compile` (``jit_compile=True``), the view of the
 energy that a compiled transition traces (:class:`TraceableEnergy`), and the tensors
-such a function takes as arguments instead of freezing them (``inputs`` and the
-model's ``pyro.param`` sites)."""
+such a function takes as arguments instead of freezing them (the values of the
+``given`` sites and of the model's ``pyro.param`` sites), which the traced function
+passes to the model's evaluation (see :meth:`Compiling.traceable`)."""
 
 from __future__ import annotations
 
-import contextlib
 from functools import partial
-from typing import TYPE_CHECKING, Callable, Iterator, NamedTuple, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, NamedTuple, Optional, Sequence, Tuple
 
 import pyro
 import torch
@@ -29,19 +29,18 @@ class Compiling:
     """Compilation of :class:`~pyro_gwg.bridge.density.DiscreteEnergy` (a part of it:
     it traces the energy's evaluation)."""
 
-    def traceable_value_and_grad(self, num_chains: int):
-        """:meth:`value_and_grad` for ``num_chains`` chains, uncompiled and unchecked,
-        for callers that trace it inside a larger function (after one call of
-        :meth:`value_and_grad`, which runs the checks), inside :meth:`recording`."""
-        return partial(self._value_and_grad, num_chains=num_chains)
-
-    def traceable(self, num_chains: int) -> TraceableEnergy:
+    def traceable(
+        self, num_chains: int, arguments: Optional[Sequence[torch.Tensor]] = None
+    ) -> TraceableEnergy:
         """The density a compiler traces for ``num_chains`` chains (see
-        :meth:`Density.traceable <pyro_gwg.density.Density.traceable>`):
-        :meth:`traceable_value_and_grad` and the batched :meth:`log_joint`, to be called
-        inside :meth:`recording`."""
-        value_and_grad = self.traceable_value_and_grad(num_chains)
-        return TraceableEnergy(self, self.layout, self.log_joint, value_and_grad)
+        :meth:`Density.traceable <pyro_gwg.density.Density.traceable>`): the
+        ``value_and_grad`` and the batched :meth:`log_joint` of the model reading
+        ``arguments`` (the traced function's tensors, in the order of
+        :meth:`arguments`; ``None``: their values now), uncompiled and unchecked, to
+        be called inside :meth:`recording`."""
+        value_and_grad = partial(self._value_and_grad, num_chains=num_chains, arguments=arguments)
+        log_joint = partial(self._log_joint_at, arguments=arguments)
+        return TraceableEnergy(self, self.layout, log_joint, value_and_grad)
 
     @property
     def compilable(self) -> Tuple[str, ...]:
@@ -102,11 +101,12 @@ class Compiling:
         try:
             try:
                 return self._trace_with_arguments(
-                    lambda c: self._value_and_grad(c, num_chains), (codes,)
+                    lambda c, arguments: self._value_and_grad(c, num_chains, arguments=arguments),
+                    (codes,),
                 )
             except RuntimeError:
                 forward = self._trace_with_arguments(
-                    lambda c, *r: self._forward(num_chains, c, *r),
+                    lambda c, *r, arguments: self._forward(num_chains, c, *r, arguments=arguments),
                     (codes, *self._relaxed(codes, False)),
                 )
                 return partial(self._value_and_grad, num_chains=num_chains, forward=forward)
@@ -121,47 +121,28 @@ class Compiling:
             ) from error
 
     def _trace_with_arguments(self, fn: Callable, example: tuple) -> Callable:
-        """:func:`~pyro_gwg.compilation.trace_compile` of ``fn``, with the model's
-        :meth:`arguments` as further inputs of the trace (not constants), passed at
-        their values of each call."""
-        arguments = self.arguments()
+        """:func:`~pyro_gwg.compilation.trace_compile` of ``fn(*example, arguments=...)``,
+        with the model's :meth:`arguments` as further inputs of the trace (not
+        constants), passed at their values of each call."""
         size = len(example)
-
-        def taking(*tensors: torch.Tensor):
-            with self.reading(tensors[size:]):
-                return fn(*tensors[:size])
-
-        traced = trace_compile(taking, example + arguments)
+        traced = trace_compile(
+            lambda *tensors: fn(*tensors[:size], arguments=tensors[size:]),
+            example + self.arguments(),
+        )
         return lambda *tensors: traced(*tensors, *self.arguments())
 
     def arguments(self) -> Tuple[torch.Tensor, ...]:
         """The tensors besides the states that a compiled function of this energy
-        takes as arguments, at their values now: those of ``inputs``, then those of
-        the model's ``pyro.param`` sites (:attr:`param_names`), read from the param
-        store, so that a parameter changed since the compilation (trained, or set
-        again) is used at its new value.
+        takes as arguments, at their values now: the values of the ``given`` sites
+        (see :meth:`set_given`), then those of the model's ``pyro.param`` sites
+        (:attr:`param_names`), read from the param store, so that a parameter changed
+        since the compilation (trained, or set again) is used at its new value.
 
         :rtype: tuple
         """
         store = pyro.get_param_store()
         params = tuple(store.get_param(name).detach() for name in self.param_names)
-        return tuple((self.inputs or {}).values()) + params
-
-    @contextlib.contextmanager
-    def reading(self, arguments: Sequence[torch.Tensor]) -> Iterator[None]:
-        """Within this context the model reads ``arguments`` (a tracer's tensors, in
-        the order of :meth:`arguments`) in place of the values of ``inputs`` and of
-        the ``pyro.param`` sites."""
-        inputs = self.inputs if self.inputs is not None else {}
-        given = dict(inputs)
-        previous = self._param_values
-        inputs.update(zip(given, arguments))
-        self._param_values = dict(zip(self.param_names, arguments[len(given) :]))
-        try:
-            yield
-        finally:
-            inputs.update(given)
-            self._param_values = previous
+        return self._given_values + params
 
 
 class TraceableEnergy(NamedTuple):

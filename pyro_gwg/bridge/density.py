@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from functools import partial
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import pyro
 import pyro.poutine as poutine
@@ -77,12 +77,12 @@ class DiscreteEnergy(StructureChecks, Batching, InitialStates, NanRecording, Com
         it. Like Pyro's HMC, the model's Python control flow must not depend on latent
         values (a model whose control flow reads them is refused; the compiled
         function is also checked against the eager one at two states).
-    :param dict inputs: tensors that the model reads and that change between
-        evaluations, in a dictionary that the caller updates in place (for example the
-        data of a ``poutine.condition`` around the model: the continuous sites of
-        :class:`~pyro_gwg.MixedGibbs`). A compiled transition takes them as arguments
-        (see :class:`~pyro_gwg.driver.ChainDriver`) instead of freezing the values of
-        the moment it was traced, and the energy is then not compiled on its own.
+    :param dict given: ``{site: value}`` of sites the model is conditioned on whose
+        values change between evaluations (the continuous sites of
+        :class:`~pyro_gwg.MixedGibbs`); the energy conditions the model on them itself,
+        at the values last passed to :meth:`set_given`. A compiled transition takes
+        them as arguments (see :meth:`arguments`) instead of freezing the values of the
+        moment it was traced, and the energy is then not compiled on its own.
     :param callable init_strategy: a Pyro per-site initialisation function
         (default :func:`~pyro.infer.autoguide.initialization.init_to_sample`).
     :param int max_init_tries: initial states tried per chain before giving up.
@@ -108,7 +108,7 @@ class DiscreteEnergy(StructureChecks, Batching, InitialStates, NanRecording, Com
         *,
         max_plate_nesting: Optional[int] = None,
         jit_compile: bool = False,
-        inputs: Optional[Dict[str, torch.Tensor]] = None,
+        given: Optional[Dict[str, torch.Tensor]] = None,
         init_strategy=init_to_sample,
         max_init_tries: int = 100,
     ) -> None:
@@ -123,10 +123,12 @@ class DiscreteEnergy(StructureChecks, Batching, InitialStates, NanRecording, Com
         self.model = model
         self.model_args = tuple(model_args)
         self.model_kwargs = dict(model_kwargs or {})
-        if inputs is not None and not isinstance(inputs, dict):
-            raise TypeError("inputs must be a dict of tensors, got {!r}".format(inputs))
-        self.inputs = inputs
-        self.jit_compile = jit_compile and inputs is None
+        if given is not None and not isinstance(given, dict):
+            raise TypeError("given must be a dict of tensors, got {!r}".format(given))
+        #: names of the sites the model is conditioned on (see :meth:`set_given`)
+        self.given_names: Tuple[str, ...] = tuple(given or {})
+        self._given_values: Tuple[torch.Tensor, ...] = tuple((given or {}).values())
+        self.jit_compile = jit_compile and not self.given_names
         self.init_strategy = init_strategy
         self.max_init_tries = int(max_init_tries)
         self._latent_order: List[str] = []  # (for _refuse_invalid_distribution)
@@ -151,8 +153,6 @@ class DiscreteEnergy(StructureChecks, Batching, InitialStates, NanRecording, Com
             for name, node in trace.nodes.items()
             if node["type"] == "param" and _MODULE_SEPARATOR in name
         ]
-        # the values a tracer substitutes for the pyro.param sites (empty otherwise)
-        self._param_values: Dict[str, torch.Tensor] = {}
         self.max_plate_nesting = _trace.check_max_plate_nesting(trace, max_plate_nesting)
         self.device = trace.nodes[self.sites[0].name]["value"].device
         self.layout = build_layout(self.sites).to(self.device)
@@ -190,7 +190,34 @@ class DiscreteEnergy(StructureChecks, Batching, InitialStates, NanRecording, Com
             raise
 
     def _prototype_trace(self):
-        return self._run_model(self.model, self.init_strategy)
+        return self._run_model(self._model(), self.init_strategy)
+
+    def set_given(self, values: Dict[str, torch.Tensor]) -> None:
+        """Condition the model on new values of the ``given`` sites (all of them);
+        later evaluations read these.
+
+        :param dict values: ``{site: value}``, one entry per name of
+            :attr:`given_names`.
+        :raises ValueError: naming the sites, for missing or unknown ones.
+        """
+        if set(values) != set(self.given_names):
+            raise ValueError(
+                "set_given needs a value for each of the sites the energy was given ({}), "
+                "got {}.".format(list(self.given_names), sorted(values))
+            )
+        self._given_values = tuple(values[name] for name in self.given_names)
+
+    def _model(self, arguments: Optional[Sequence[torch.Tensor]] = None):
+        """The model conditioned on the ``given`` sites: at ``arguments`` (a compiled
+        function's tensors, in the order of :meth:`arguments`, which stand also for
+        the ``pyro.param`` sites), or at the values of :meth:`set_given`."""
+        model, given = self.model, self._given_values
+        if arguments is not None:
+            given, params = arguments[: len(given)], arguments[len(given) :]
+            model = poutine.substitute(model, data=dict(zip(self.param_names, params)))
+        if self.given_names:
+            model = poutine.condition(model, data=dict(zip(self.given_names, given)))
+        return model
 
     # ------------------------------------------------------------------ encoding
     @property
@@ -260,12 +287,9 @@ class DiscreteEnergy(StructureChecks, Batching, InitialStates, NanRecording, Com
     # Below, ``num_chains`` is a Python int passed down (not read from tensor shapes),
     # so that traced graphs carry no shape arithmetic; ``num_chains > 1`` runs the
     # model batched over chains (``self.batching`` says how).
-    def _trace(self, values: Dict[str, torch.Tensor], num_chains: int):
-        model = self.model
-        if self._param_values:  # a compiler traces: the parameters are its arguments
-            model = poutine.substitute(model, data=dict(self._param_values))
+    def _trace(self, values: Dict[str, torch.Tensor], num_chains: int, arguments=None):
         model = _trace.model_at(
-            model,
+            self._model(arguments),
             values,
             self.max_plate_nesting,
             batch=(CHAIN_PLATE, num_chains) if num_chains > 1 else None,
@@ -284,16 +308,18 @@ class DiscreteEnergy(StructureChecks, Batching, InitialStates, NanRecording, Com
                 relaxed.append(site.values_from_codes(site_codes).requires_grad_(with_grad))
         return relaxed
 
-    def _state_trace(self, codes: torch.Tensor, relaxed, num_chains: int):
+    def _state_trace(self, codes: torch.Tensor, relaxed, num_chains: int, arguments=None):
         relaxed = list(relaxed)
         values = {}
         for site, site_codes in zip(self.sites, self.split(codes)):
             value = site_codes if site.kind == CATEGORICAL else relaxed.pop(0)
             values[site.name] = value.reshape(site.model_shape(num_chains, self.max_plate_nesting))
-        return self._trace(values, num_chains)
+        return self._trace(values, num_chains, arguments)
 
-    def _forward_plate(self, num_chains: int, codes: torch.Tensor, *relaxed: torch.Tensor):
-        trace = self._state_trace(codes, relaxed, num_chains)
+    def _forward_plate(
+        self, num_chains: int, codes: torch.Tensor, *relaxed: torch.Tensor, arguments=None
+    ):
+        trace = self._state_trace(codes, relaxed, num_chains, arguments)
         own = [
             self._own_logits(trace, site, num_chains) for site in self.sites if not site.is_scalar
         ]
@@ -388,9 +414,9 @@ class DiscreteEnergy(StructureChecks, Batching, InitialStates, NanRecording, Com
             logits = logits.mean(dim=tuple(range(extra)))
         return logits.expand(shape).reshape(-1, site.num_coords, site.num_categories)
 
-    def _value_and_grad(self, codes: torch.Tensor, num_chains: int, forward=None):
+    def _value_and_grad(self, codes: torch.Tensor, num_chains: int, forward=None, arguments=None):
         if forward is None:
-            forward = partial(self._forward, num_chains)
+            forward = partial(self._forward, num_chains, arguments=arguments)
         with torch.enable_grad():
             relaxed = self._relaxed(codes, with_grad=True)
             log_joint, *own = forward(codes, *relaxed)
@@ -440,15 +466,26 @@ class DiscreteEnergy(StructureChecks, Batching, InitialStates, NanRecording, Com
         :raises UnsupportedModelError: naming the sites and the state, when a log
             density is NaN or ``+inf``.
         """
+        return self._log_joint_at(codes, batched, differentiable)
+
+    def _log_joint_at(
+        self,
+        codes: torch.Tensor,
+        batched: bool = True,
+        differentiable: bool = False,
+        arguments=None,
+    ) -> torch.Tensor:
+        """:meth:`log_joint`, with the model reading ``arguments`` (a compiled
+        function's tensors, see :meth:`arguments`; ``None``: their values now)."""
         num_chains = codes.shape[0]
         if num_chains > 1 and batched and self.batching is None:
             self.choose_batching(codes)
         with torch.set_grad_enabled(differentiable and torch.is_grad_enabled()):
             relaxed = self._relaxed(codes, False)
             if batched or num_chains == 1:
-                log_joint = self._forward(num_chains, codes, *relaxed)[0]
+                log_joint = self._forward(num_chains, codes, *relaxed, arguments=arguments)[0]
             else:
-                log_joint = self._forward_loop(num_chains, codes, *relaxed)[0]
+                log_joint = self._forward_loop(num_chains, codes, *relaxed, arguments=arguments)[0]
         self._record(codes, log_joint)
         return log_joint
 

@@ -67,7 +67,9 @@ class InitialStates:
             return self.log_joint(codes, batched)
 
     def _batched_initial_codes(self, num_chains: int) -> Optional[torch.Tensor]:
-        plated = _trace.in_batch_plate(self.model, CHAIN_PLATE, num_chains, self.max_plate_nesting)
+        plated = _trace.in_batch_plate(
+            self._model(), CHAIN_PLATE, num_chains, self.max_plate_nesting
+        )
         try:
             trace = _trace.trace_model(
                 plated, self.model_args, self.model_kwargs, init_strategy=self.init_strategy

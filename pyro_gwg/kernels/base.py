@@ -148,9 +148,6 @@ class DiscreteKernel(MCMCKernel):
         self.init_strategy = init_strategy
         self.transforms: Dict[str, object] = {}
         self.vectorized_chains = 1
-        #: tensors the model reads that change between steps (see the ``inputs`` of
-        #: :class:`~pyro_gwg.DiscreteEnergy`); set by :class:`~pyro_gwg.MixedGibbs`
-        self.inputs: Optional[Dict[str, torch.Tensor]] = None
         self.energy: Optional[DiscreteEnergy] = None
         self.driver: Optional[ChainDriver] = None
         self._initial_params: Optional[Dict[str, torch.Tensor]] = None
@@ -231,13 +228,20 @@ class DiscreteKernel(MCMCKernel):
             on_compile=on_compile,
         )
 
-    def model_density(self, model_args: tuple = (), model_kwargs: Optional[dict] = None):
+    def model_density(
+        self,
+        model_args: tuple = (),
+        model_kwargs: Optional[dict] = None,
+        given: Optional[Dict[str, torch.Tensor]] = None,
+    ):
         """The model's :class:`~pyro_gwg.DiscreteEnergy` for these arguments, with the
         kernel's settings (``max_plate_nesting``, ``init_strategy``, ...), checked
         against them.
 
         :param tuple model_args: the model's positional arguments.
         :param dict model_kwargs: its keyword arguments.
+        :param dict given: ``{site: value}`` of sites to condition the model on (the
+            energy's ``given``), or ``None``.
         :rtype: DiscreteEnergy
         :raises UnsupportedModelError: for a kernel without a model, a model with
             nothing to sample, or one the kernel's settings do not fit.
@@ -252,7 +256,7 @@ class DiscreteKernel(MCMCKernel):
             model_kwargs,
             max_plate_nesting=self.max_plate_nesting,
             jit_compile=bool(self.jit_compile),
-            inputs=self.inputs,
+            given=given,
             init_strategy=self.init_strategy,
         )
         if not bool((energy.layout.num_values() > 1).any()):
@@ -275,6 +279,7 @@ class DiscreteKernel(MCMCKernel):
         on_compile: Optional[Callable[[str], None]] = None,
         block: Tuple[int, int, int] = (0, 1, 0),
         report: Optional[RunReport] = None,
+        given: Optional[Dict[str, torch.Tensor]] = None,
     ) -> ChainRun:
         """Start ``num_chains`` chains on the model: a :class:`ChainRun` holding the
         model's density (:meth:`model_density`) and a chain driver at the initial
@@ -296,10 +301,12 @@ class DiscreteKernel(MCMCKernel):
             chains go in blocks, each started on its own.
         :param report: the ``report`` of the previous block's :class:`ChainRun` (what
             the run found so far; ``None`` for the first block).
+        :param dict given: ``{site: value}`` of sites to condition the model on (see
+            :meth:`setup_given`), or ``None``.
         :rtype: ChainRun
         """
         warmup_steps = check_integer("warmup_steps", warmup_steps, 0)
-        energy = self.model_density(model_args, model_kwargs)
+        energy = self.model_density(model_args, model_kwargs, given)
         report = RunReport() if report is None else report
         # the blocks of chains of a run share the model: the first chose its batching
         # (with its warning)
@@ -343,6 +350,19 @@ class DiscreteKernel(MCMCKernel):
         self._num_recorded = 0
 
     def setup(self, warmup_steps: int, *args, **kwargs) -> None:
+        self.setup_given(warmup_steps, None, *args, **kwargs)
+
+    def setup_given(
+        self, warmup_steps: int, given: Optional[Dict[str, torch.Tensor]], *args, **kwargs
+    ) -> None:
+        """:meth:`setup`, with the model conditioned on ``given`` (as
+        :class:`~pyro_gwg.MixedGibbs` conditions it on its continuous sites): each
+        :meth:`sample` then takes their current values in its ``params``, beside the
+        state.
+
+        :param int warmup_steps: warmup steps.
+        :param dict given: ``{site: value}`` of the sites to condition on, or ``None``.
+        """
         self._reset()
         block = _trace.pyro_sequential_chain() or (0, 1, 0)
         self._run = run = self.start(
@@ -355,6 +375,7 @@ class DiscreteKernel(MCMCKernel):
             horizon=_trace.pyro_run_length(),
             block=block,
             report=self._run_report if block[0] > 0 else None,
+            given=given,
         )
         self._run_report = run.report
         self.energy, self.driver = run.energy, run.driver
@@ -389,6 +410,15 @@ class DiscreteKernel(MCMCKernel):
 
     def sample(self, params: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
         driver = self.driver
+        given = self.energy.given_names
+        if given:  # the values the model is conditioned on (see setup_given)
+            self.energy.set_given({name: params[name] for name in given})
+            own = {name: params[name] for name in self._param_names}
+            if all(own[name] is value for name, value in self._params.items()):
+                params = self._params
+                self.refresh()  # the same state, whose log density changed
+            else:
+                params = own
         if params is not self._params:  # the caller changed the state: start from it
             driver.init(self.energy.codes_from_values(self._with_chain_dim(params)))
         if driver.t == driver.num_warmup:  # first draw after warmup: count afresh

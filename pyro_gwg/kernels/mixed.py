@@ -9,8 +9,10 @@ sweep
 
 each kernel leaving its conditional :math:`p(\theta \mid x, y)` or
 :math:`p(x \mid \theta, y)` invariant, so the sweep leaves the joint posterior
-invariant. Each kernel sees the other's sites as observed (``pyro.condition`` on a
-dictionary that the sweep updates), and sites marked
+invariant. Each kernel sees the other's sites as observed: the discrete kernel takes
+the continuous values as an argument of each step (its model is conditioned on them,
+see :meth:`~pyro_gwg.DiscreteKernel.setup_given`), HMC/NUTS runs the model
+conditioned on the discrete values that the sweep holds; sites marked
 ``infer={"enumerate": "parallel"}`` are summed out by both. After each half-step the
 other kernel's cached log density is refreshed, because its conditioning values
 changed.
@@ -91,14 +93,15 @@ class MixedGibbs(MCMCKernel):
         # the sweep runs copies: the user's kernels stay as they were given
         self.inner_kernel = copy.deepcopy(inner_kernel)
         self.discrete_kernel = copy.deepcopy(discrete_kernel)
-        # values of each kernel's sites, read by the other kernel's conditioned model;
-        # the discrete kernel's compiled transition takes the continuous values as
-        # arguments (the inputs of its energy)
+        # The discrete kernel conditions the model itself, on the continuous values
+        # that each of its steps takes as an argument (its compiled transition takes
+        # them as arguments too). Pyro's HMC/NUTS builds its potential from a model once,
+        # at setup, and takes nothing else per step: it runs the model conditioned on the
+        # discrete values held here, which only this object sets (a new dict after each
+        # discrete half-step).
+        self.inner_kernel.model = self._model_given_discrete
+        self.discrete_kernel.model = self.model
         self._discrete_values: Dict[str, torch.Tensor] = {}
-        self._continuous_values: Dict[str, torch.Tensor] = {}
-        self.inner_kernel.model = poutine.condition(self.model, data=self._discrete_values)
-        self.discrete_kernel.model = poutine.condition(self.model, data=self._continuous_values)
-        self.discrete_kernel.inputs = self._continuous_values
         self._discrete_names: list = []
         self._initial_params: Optional[Dict[str, torch.Tensor]] = None
 
@@ -131,40 +134,40 @@ class MixedGibbs(MCMCKernel):
             )
         self._discrete_names = discrete
         given = self._initial_params or {}
-        self._discrete_values.clear()
-        self._discrete_values.update(
-            {n: given[n] if n in given else trace.nodes[n]["value"] for n in discrete}
-        )
+        self._discrete_values = {
+            n: given[n] if n in given else trace.nodes[n]["value"] for n in discrete
+        }
         if any(n in given for n in continuous):
             self.inner_kernel.initial_params = {n: given[n] for n in continuous if n in given}
         self.inner_kernel.setup(warmup_steps, *args, **kwargs)
         theta = self.inner_kernel.initial_params
-        self._set_continuous(theta)
         self.discrete_kernel.initial_params = {
             n: v.to(torch.get_default_dtype()) for n, v in self._discrete_values.items()
         }
-        self.discrete_kernel.setup(warmup_steps, *args, **kwargs)
+        self.discrete_kernel.setup_given(warmup_steps, self._constrained(theta), *args, **kwargs)
         self._initial_params = {**theta, **self.discrete_kernel.initial_params}
 
-    def _set_continuous(self, theta: Dict[str, torch.Tensor]) -> None:
+    def _model_given_discrete(self, *args, **kwargs):
+        """The model conditioned on the current values of the discrete sites (the
+        model of HMC/NUTS)."""
+        return poutine.condition(self.model, data=self._discrete_values)(*args, **kwargs)
+
+    def _constrained(self, theta: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+        """Model values of HMC's unconstrained values ``theta``."""
         transforms = self.inner_kernel.transforms
-        self._continuous_values.clear()
-        self._continuous_values.update(
-            {n: transforms[n].inv(v) if n in transforms else v for n, v in theta.items()}
-        )
+        return {n: transforms[n].inv(v) if n in transforms else v for n, v in theta.items()}
 
     def sample(self, params: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
         theta = {n: v for n, v in params.items() if n not in self._discrete_names}
         # continuous half-step given x; its cached potential is stale once x moved
         self.inner_kernel.clear_cache()
         theta = self.inner_kernel.sample(theta)
-        self._set_continuous(theta)
-        # discrete half-step given the new theta (x is the discrete kernel's own state)
-        self.discrete_kernel.refresh()
-        x = self.discrete_kernel.sample(self.discrete_kernel.params)
-        energy = self.discrete_kernel.energy
-        values = energy.values_from_codes(self.discrete_kernel.state.codes)
-        self._discrete_values.update({n: v[0] for n, v in values.items()})
+        # discrete half-step from its own state x, given the new theta (which refreshes
+        # its cached log density)
+        discrete = self.discrete_kernel
+        x = discrete.sample({**discrete.params, **self._constrained(theta)})
+        values = discrete.energy.values_from_codes(discrete.state.codes)
+        self._discrete_values = {n: v[0] for n, v in values.items()}
         return {**theta, **x}
 
     def logging(self):
