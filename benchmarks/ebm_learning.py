@@ -111,7 +111,7 @@ from sampling_common import (
 from pyro_gwg import DMALA, GWG, PAS, Gibbs
 from pyro_gwg.contrib.estimators import ais
 from pyro_gwg.contrib.estimators.ais import FactorisedBase
-from pyro_gwg.contrib.estimators.driver import EstimatorEnergy, bind_kernel
+from pyro_gwg.contrib.estimators.driver import TemperedDensity, bind_kernel
 from pyro_gwg.contrib.train import PCD, learnable_ebm
 from pyro_gwg.models import binary_ebm, mlp_energy
 
@@ -204,7 +204,7 @@ def num_weights(net: torch.nn.Module) -> int:
 def kernel_diagnostics(pcd: PCD, steps: int) -> Dict[str, float]:
     """Acceptance rate and pixels changed per step of the training kernel, fixed
     settings, on the trained model, from the first ``--batch`` buffer states."""
-    driver = bind_kernel(pcd.kernel, EstimatorEnergy(pcd.energy))
+    driver = bind_kernel(pcd.kernel, TemperedDensity(pcd.energy))
     totals = {"accepted": 0.0, "changed": 0.0}
 
     def observe(t, info, codes, log_joint):

@@ -43,7 +43,7 @@ from sampling_common import (
     sampler,
 )
 
-from pyro_gwg import DiscreteEnergy, HammingBall
+from pyro_gwg import HammingBall, ModelDensity
 from pyro_gwg.models import factorial_hmm, fhmm_prior_sample, fhmm_time_blocks, random_fhmm
 
 DEFAULT_SAMPLERS = ("gibbs", "block-hb", "gwg")
@@ -85,7 +85,7 @@ def run_benchmark(args: argparse.Namespace) -> Dict[str, object]:
     code = code_info()
     configure(args)
     data = random_fhmm(args.length, args.factors, seed=args.seed)
-    energy = DiscreteEnergy(factorial_hmm, (data.y, *data.params))
+    energy = ModelDensity(factorial_hmm, (data.y, *data.params))
     truth = energy.codes_from_values({"x": data.x.unsqueeze(0)})
     true_log_joint = float(energy.log_joint(truth))
     true_error = float(((data.x @ data.params.weights + data.params.bias - data.y) ** 2).sum())

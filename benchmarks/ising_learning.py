@@ -115,8 +115,8 @@ from sampling_common import (
 )
 
 from pyro_gwg import AVG, GWG, MCMC, NCG, PAVG, Gibbs
-from pyro_gwg.bridge.density import DiscreteEnergy
-from pyro_gwg.contrib.estimators.driver import EstimatorEnergy, bind_kernel
+from pyro_gwg.bridge.density import ModelDensity
+from pyro_gwg.contrib.estimators.driver import TemperedDensity, bind_kernel
 from pyro_gwg.contrib.train import (
     PCD,
     coupling_rmse,
@@ -203,7 +203,7 @@ def kernel_statistics(pcd: PCD, steps: int) -> Dict[str, float]:
             adapt_step_size=False,
             jit_compile=False,
         )
-    stats = run_statistics(kernel, EstimatorEnergy(pcd.energy), pcd.chains, steps)
+    stats = run_statistics(kernel, TemperedDensity(pcd.energy), pcd.chains, steps)
     return {key: stats[key] for key in ("accept_prob", "flips_per_step")}
 
 
@@ -214,8 +214,8 @@ def step_size_check(true: torch.Tensor, data: torch.Tensor, args) -> List[Dict[s
     true model's preconditioner at ``--check-pavg-grid``; Gibbs and GWG for scale."""
     if args.check_steps <= 0:
         return []
-    model_energy = DiscreteEnergy(ising, (true,))
-    energy = EstimatorEnergy(model_energy)
+    model_energy = ModelDensity(ising, (true,))
+    energy = TemperedDensity(model_energy)
     codes = model_energy.codes_from_values({"x": data[: args.chains]})
     hessian = ising_preconditioner(true)
     settings = [("gibbs", None, Gibbs(jit_compile=False)), ("gwg", None, GWG(jit_compile=False))]

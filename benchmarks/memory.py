@@ -85,7 +85,7 @@ def child(args: argparse.Namespace) -> Dict[str, object]:
     from pyro_gwg.runner.draws import code_dtype
 
     torch.set_num_threads(args.threads)
-    energy = pyro_gwg.DiscreteEnergy(lattice_ising, (), {"size": args.size})
+    energy = pyro_gwg.ModelDensity(lattice_ising, (), {"size": args.size})
     item = torch.iinfo(code_dtype(energy.layout)).bits // 8
     stored = args.chains * args.samples * energy.num_coords * item
     pyro.set_rng_seed(args.seed)

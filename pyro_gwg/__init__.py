@@ -8,7 +8,7 @@ optional dependencies (ArviZ, scikit-learn) load when first used.
 
 from pyro_gwg import diagnostics, enumeration, models, proposals
 from pyro_gwg.bridge.batching import BatchingWarning
-from pyro_gwg.bridge.density import DiscreteEnergy
+from pyro_gwg.bridge.density import ModelDensity
 from pyro_gwg.compilation import CompilationWarning
 from pyro_gwg.enumeration import exact_posterior
 from pyro_gwg.inference_data import to_inference_data, typed_samples
@@ -44,7 +44,7 @@ __all__ = [
     "DLMC",
     "DMALA",
     "DULA",
-    "DiscreteEnergy",
+    "ModelDensity",
     "DiscreteKernel",
     "Draws",
     "GWG",

@@ -1,4 +1,4 @@
-r"""Pyro-trace plumbing shared by the energy bridge, the ArviZ converter, exact enumeration,
+r"""Pyro-trace plumbing shared by the model bridge, the ArviZ converter, exact enumeration,
 the continuous targets and :class:`~pyro_gwg.kernels.mixed.MixedGibbs`.
 
 This is the one module of pyro-gwg that relies on Pyro's internals; every other module

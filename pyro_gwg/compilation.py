@@ -39,8 +39,8 @@ then to the caller, which runs the function eagerly. A failure the compiler is k
 for (a documented limit, see :data:`KNOWN_LIMITS`) is an expected fallback, logged at
 debug level; any other failure is reported by a :class:`CompilationWarning`, once per
 compiler and kind of error in a process. Either way the model's Python control flow
-must not depend on latent values: tracing records one path (the energy bridge checks
-this, see :class:`pyro_gwg.DiscreteEnergy`).
+must not depend on latent values: tracing records one path (the model bridge checks
+this, see :class:`pyro_gwg.ModelDensity`).
 """
 
 from __future__ import annotations

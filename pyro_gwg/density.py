@@ -9,10 +9,10 @@ A kernel never reads a Pyro model: it reads a :class:`Density`, an object with
 * ``value_and_grad(codes)``: the log density and its gradient with respect to the
   relaxed values, packed ``[N, D, W]`` as the layout module describes.
 
-Four objects implement it: the model bridge :class:`~pyro_gwg.DiscreteEnergy` (a Pyro
+Four objects implement it: the model bridge :class:`~pyro_gwg.ModelDensity` (a Pyro
 model), the tempered density of the estimators
-(:class:`~pyro_gwg.contrib.estimators.driver.EstimatorEnergy`), the learnable model of PCD
-training (a :class:`~pyro_gwg.DiscreteEnergy` whose parameters change between runs) and
+(:class:`~pyro_gwg.contrib.estimators.driver.TemperedDensity`), the learnable model of PCD
+training (a :class:`~pyro_gwg.ModelDensity` whose parameters change between runs) and
 :class:`PotentialDensity`, for users who have a log density as a function of the values
 and no Pyro model (the ``potential_fn`` entry of Pyro's HMC).
 
@@ -20,7 +20,7 @@ The runner's chain driver (:class:`~pyro_gwg.driver.ChainDriver`) also asks a de
 whether and how a compiler may trace it: ``compilable``,
 ``traceable(num_chains, arguments)``, ``arguments()``, ``recording()`` and
 ``raise_invalid(codes)``. :class:`BaseDensity` gives the first four their defaults, for
-a density evaluated eagerly; :class:`~pyro_gwg.DiscreteEnergy` implements them all.
+a density evaluated eagerly; :class:`~pyro_gwg.ModelDensity` implements them all.
 """
 
 from __future__ import annotations
@@ -219,7 +219,7 @@ class PotentialDensity(BaseDensity):
         """``value``, the log densities of ``codes``, once checked: at the first batch
         of several states, that ``log_density`` treats the states of a batch apart
         (:meth:`check_batching`); at every evaluation, that no value is NaN or ``+inf``
-        (the check of :class:`~pyro_gwg.DiscreteEnergy`)."""
+        (the check of :class:`~pyro_gwg.ModelDensity`)."""
         if not self._batching_checked and codes.shape[0] > 1:
             self.check_batching(codes)
         invalid, state = invalid_evaluations([(codes, value)], codes)
@@ -247,8 +247,8 @@ class PotentialDensity(BaseDensity):
 
     def check_batching(self, codes: torch.Tensor) -> None:
         """Check, once, that ``log_density`` computes each state's value from its own
-        row of a batch (as :meth:`DiscreteEnergy.choose_batching
-        <pyro_gwg.DiscreteEnergy.choose_batching>` checks a model): the log densities
+        row of a batch (as :meth:`ModelDensity.choose_batching
+        <pyro_gwg.ModelDensity.choose_batching>` checks a model): the log densities
         and gradients of probe states (:meth:`CoordinateLayout.probe_states
         <pyro_gwg.proposals.layout.CoordinateLayout.probe_states>`) evaluated together
         must be those evaluated one state at a time.
@@ -281,8 +281,8 @@ class PotentialDensity(BaseDensity):
 
     def raise_invalid(self, codes: torch.Tensor) -> None:
         """Raise the error for a state ``codes [D]`` whose log density is NaN or
-        ``+inf`` (the counterpart of :meth:`DiscreteEnergy.raise_invalid
-        <pyro_gwg.DiscreteEnergy.raise_invalid>`).
+        ``+inf`` (the counterpart of :meth:`ModelDensity.raise_invalid
+        <pyro_gwg.ModelDensity.raise_invalid>`).
 
         :raises ValueError: always.
         """

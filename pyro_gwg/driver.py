@@ -184,8 +184,8 @@ class ChainDriver:
         ``"aot"`` looks up the disk cache by the trace of the step, as ``"auto"``
         does, before exporting anything). The tensors a density reads that change
         between calls (the ``given`` and ``pyro.param`` values of a
-        :class:`~pyro_gwg.DiscreteEnergy`, see its
-        :meth:`~pyro_gwg.DiscreteEnergy.arguments`) are passed to the compiled
+        :class:`~pyro_gwg.ModelDensity`, see its
+        :meth:`~pyro_gwg.ModelDensity.arguments`) are passed to the compiled
         function as arguments, with their values of each call.
     :param int horizon: the initial :attr:`horizon`.
     :param callable on_compile: the initial :attr:`on_compile`.

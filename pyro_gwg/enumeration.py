@@ -20,7 +20,7 @@ from torch.distributions import Categorical
 
 from pyro_gwg import _trace
 from pyro_gwg._validation import check_integer
-from pyro_gwg.bridge.density import DiscreteEnergy
+from pyro_gwg.bridge.density import ModelDensity
 from pyro_gwg.sites import UnsupportedModelError, build_layout, unwrap_distribution
 
 __all__ = [
@@ -63,12 +63,12 @@ class ExactPosterior:
     """The normalised posterior over all joint states of the latent discrete sites.
 
     States are numbered by :class:`StateIndex` over the flat layout of
-    :class:`~pyro_gwg.bridge.density.DiscreteEnergy`. Marginals are accumulated from the states'
+    :class:`~pyro_gwg.bridge.density.ModelDensity`. Marginals are accumulated from the states'
     values, a bounded number of (state, coordinate) entries at a time, never as a dense
     one-hot block of many states; a table that would not fit (see ``max_bytes``) is
     refused before it is allocated.
 
-    :param DiscreteEnergy energy: the energy bridge of the model.
+    :param ModelDensity energy: the model bridge of the model.
     :param torch.Tensor log_joint: ``[S]`` log joint of every state, in index order.
     :param int chunk_size: states processed at once when computing marginals.
     :param int max_bytes: memory the marginal tables may take; default: the memory
@@ -87,7 +87,7 @@ class ExactPosterior:
 
     def __init__(
         self,
-        energy: DiscreteEnergy,
+        energy: ModelDensity,
         log_joint: torch.Tensor,
         chunk_size: int = 4096,
         max_bytes: Optional[int] = None,
@@ -333,7 +333,7 @@ def exact_posterior(
         0.414
     """
     chunk_size = check_integer("chunk_size", chunk_size, 1, "states per evaluation")
-    energy = DiscreteEnergy(model, args, kwargs, max_plate_nesting=max_plate_nesting)
+    energy = ModelDensity(model, args, kwargs, max_plate_nesting=max_plate_nesting)
     for name, (low, high) in (bounds or {}).items():
         site = next((s for s in energy.sites if s.name == name), None)
         if site is None or not site.is_scalar:
@@ -388,10 +388,10 @@ def exact_posterior(
     )
 
 
-def _enumerate_log_joint(energy: DiscreteEnergy, num_states: int, chunk_size: int) -> torch.Tensor:
+def _enumerate_log_joint(energy: ModelDensity, num_states: int, chunk_size: int) -> torch.Tensor:
     """``[S]`` float64 log joint of every state, ``chunk_size`` states per evaluation
-    (batched as the model allows: :meth:`DiscreteEnergy.choose_batching
-    <pyro_gwg.DiscreteEnergy.choose_batching>` warns when it cannot broadcast)."""
+    (batched as the model allows: :meth:`ModelDensity.choose_batching
+    <pyro_gwg.ModelDensity.choose_batching>` warns when it cannot broadcast)."""
     numbering = StateIndex(energy.layout)
     energy.check_deterministic(numbering.decode(torch.arange(1)))
     out = []

@@ -109,14 +109,14 @@ def _vmap_runs_pyro() -> bool:
     2.1, whose vmap refuses the data-dependent control flow inside Pyro)."""
     import torch
 
-    from pyro_gwg import DiscreteEnergy
+    from pyro_gwg import ModelDensity
 
     def model():
         with pyro.plate("bits", 2):
             x = pyro.sample("x", dist.Bernoulli(0.5))
         pyro.factor("total", x.sum())
 
-    energy = DiscreteEnergy(model)
+    energy = ModelDensity(model)
     probe = energy._probe_states(torch.tensor([[0, 1], [1, 1]]))
     failure = energy._batching_failure("vmap", probe, energy._reference(probe)) or ""
     return "data-dependent control flow" not in failure

@@ -6,7 +6,7 @@ import pytest
 import torch
 from small_models import SUITE, VMAP_OR_LOOP, VMAP_RUNS_PYRO
 
-from pyro_gwg import BatchingWarning, DiscreteEnergy, UnsupportedModelError
+from pyro_gwg import BatchingWarning, ModelDensity, UnsupportedModelError
 
 pytestmark = pytest.mark.filterwarnings("ignore:Categorical site")
 
@@ -14,7 +14,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:Categorical site")
 @pytest.mark.parametrize("name", sorted(SUITE))
 def test_batched_chains_equal_chain_by_chain_evaluation(name):
     model, args = SUITE[name]
-    energy = DiscreteEnergy(model, args)
+    energy = ModelDensity(model, args)
     pyro.set_rng_seed(0)
     codes = energy.initial_codes(5)
     f, grad = energy.value_and_grad(codes)
@@ -31,7 +31,7 @@ def _value_dependent_mean(y):
 
 
 def test_control_flow_that_keeps_the_sites_runs_eagerly_one_state_at_a_time():
-    energy = DiscreteEnergy(_value_dependent_mean, (torch.tensor(0.5),))
+    energy = ModelDensity(_value_dependent_mean, (torch.tensor(0.5),))
     assert energy.value_reads and energy.compilable == ()
     codes = torch.tensor([[0, 0], [1, 0], [1, 1]])
     with pytest.warns(BatchingWarning, match="reads latent values.*one at a time"):
@@ -40,9 +40,9 @@ def test_control_flow_that_keeps_the_sites_runs_eagerly_one_state_at_a_time():
     for c in range(3):
         assert torch.allclose(f[c : c + 1], energy.log_joint(codes[c : c + 1]))
     with pytest.raises(UnsupportedModelError, match="jit_compile=True cannot compile.*item"):
-        DiscreteEnergy(
-            _value_dependent_mean, (torch.tensor(0.5),), jit_compile=True
-        ).value_and_grad(codes[:1])
+        ModelDensity(_value_dependent_mean, (torch.tensor(0.5),), jit_compile=True).value_and_grad(
+            codes[:1]
+        )
 
 
 def test_model_that_does_not_broadcast_is_evaluated_exactly_with_one_warning():
@@ -52,7 +52,7 @@ def test_model_that_does_not_broadcast_is_evaluated_exactly_with_one_warning():
         pyro.factor("total", x.sum())  # sums over the chain dimension too
 
     codes = torch.tensor([[0, 1, 1], [1, 1, 1], [0, 0, 0]])
-    energy = DiscreteEnergy(model)
+    energy = ModelDensity(model)
     with pytest.warns(
         BatchingWarning, match=f"'total'.*{VMAP_OR_LOOP}.*x.sum\\(-1, keepdim=True\\)"
     ):
@@ -62,7 +62,7 @@ def test_model_that_does_not_broadcast_is_evaluated_exactly_with_one_warning():
         f_c, g_c = energy.value_and_grad(codes[c : c + 1])
         assert torch.allclose(f[c : c + 1], f_c) and torch.allclose(grad[c : c + 1], g_c)
     with pytest.raises(UnsupportedModelError, match="does not broadcast.*'total'"):
-        DiscreteEnergy(model).check_vectorized(codes)
+        ModelDensity(model).check_vectorized(codes)
 
 
 def test_vmap_runs_pyro_models_on_the_torch_ci_runs():

@@ -11,7 +11,7 @@ from pyro.infer import MCMC
 from pyro.infer.autoguide.initialization import init_to_value
 
 import pyro_gwg
-from pyro_gwg import GWG, DiscreteEnergy, UnsupportedModelError, exact_posterior
+from pyro_gwg import GWG, ModelDensity, UnsupportedModelError, exact_posterior
 from pyro_gwg.sites import CATEGORICAL
 
 pytestmark = pytest.mark.filterwarnings("ignore:Categorical site")
@@ -28,14 +28,14 @@ def test_categorical_used_as_index_warns_once_and_uses_its_own_logits():
         pyro.sample("z", dist.Categorical(logits=logits))
         pyro.sample("y", dist.Normal(0.0, 1.0), obs=torch.tensor(0.8))
 
-    energy = DiscreteEnergy(indexed)
+    energy = ModelDensity(indexed)
     assert energy.sites[0].kind == CATEGORICAL
     with pytest.warns(UserWarning, match="Categorical site 'z'.*OneHotCategorical"):
         energy.warn_gradient_blind_categoricals(torch.tensor([[1]]))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         energy.warn_gradient_blind_categoricals(torch.tensor([[1]]))  # only once
-        DiscreteEnergy(unused).warn_gradient_blind_categoricals(torch.tensor([[0]]))
+        ModelDensity(unused).warn_gradient_blind_categoricals(torch.tensor([[0]]))
     _, grad = energy.value_and_grad(torch.tensor([[1]]))
     assert torch.allclose(grad[0, 0], logits - logits.logsumexp(-1))
 
@@ -49,7 +49,7 @@ def test_continuous_latent_site_is_refused_with_a_pointer_to_the_mixed_kernel():
         pyro.sample("mu", dist.Normal(0.0, 1.0))
 
     with pytest.raises(UnsupportedModelError, match="'mu' is continuous.*MixedGibbs"):
-        DiscreteEnergy(model)
+        ModelDensity(model)
 
 
 def test_model_without_discrete_latent_sites_is_refused():
@@ -58,7 +58,7 @@ def test_model_without_discrete_latent_sites_is_refused():
         pyro.sample("c", dist.Categorical(torch.ones(2) / 2), infer={"enumerate": "parallel"})
 
     with pytest.raises(UnsupportedModelError, match="no latent discrete sites.*'?c'?"):
-        DiscreteEnergy(model)
+        ModelDensity(model)
 
 
 def test_discrete_site_of_unknown_support_is_refused():
@@ -68,7 +68,7 @@ def test_discrete_site_of_unknown_support_is_refused():
     with pytest.raises(
         UnsupportedModelError, match="Cannot determine the support of latent site 'counts'"
     ):
-        DiscreteEnergy(model)
+        ModelDensity(model)
 
 
 def test_nan_log_density_at_the_initial_state_is_refused():
@@ -80,7 +80,7 @@ def test_nan_log_density_at_the_initial_state_is_refused():
     # validation off), and names its line
     with pyro.validation_enabled(False):
         with pytest.raises(UnsupportedModelError, match='pyro.factor\\("nan".* is invalid'):
-            DiscreteEnergy(model).initial_codes(1)
+            ModelDensity(model).initial_codes(1)
 
 
 def test_subsampled_plate_is_refused():
@@ -89,7 +89,7 @@ def test_subsampled_plate_is_refused():
             pyro.sample("x", dist.Bernoulli(0.5))
 
     with pytest.raises(UnsupportedModelError, match="subsamples 3 of 10"):
-        DiscreteEnergy(model)
+        ModelDensity(model)
 
 
 def test_sequential_enumeration_is_refused():
@@ -98,7 +98,7 @@ def test_sequential_enumeration_is_refused():
         pyro.sample("y", dist.Bernoulli(0.5))
 
     with pytest.raises(UnsupportedModelError, match="'x'.*'sequential'"):
-        DiscreteEnergy(model)
+        ModelDensity(model)
 
 
 def _skewed_count():
@@ -130,7 +130,7 @@ def test_support_that_depends_on_another_latent_site_is_refused(model):
     for seed in range(3):
         pyro.set_rng_seed(seed)
         with pytest.raises(UnsupportedModelError, match="support of latent site 'x'.*'n'"):
-            DiscreteEnergy(model)
+            ModelDensity(model)
 
 
 def _fixed_count_with_latent_probs(prior):
@@ -149,7 +149,7 @@ def test_fixed_support_broadcast_against_latent_probs_is_sampled(prior):
     model = _fixed_count_with_latent_probs(prior)
     for seed in range(3):
         pyro.set_rng_seed(seed)
-        energy = DiscreteEnergy(model)
+        energy = ModelDensity(model)
         (m,) = [s for s in energy.sites if s.name == "m"]
         assert (float(m.lower), float(m.upper)) == (0.0, 4.0)
     codes = torch.tensor([[3, 2], [1, 4]])
@@ -177,7 +177,7 @@ def test_support_that_changes_with_one_element_of_another_site_is_refused():
             match="support of latent site 'x'.*upper bound is computed from latent site.*'n' "
             "and changes with them \\(\\d+ at the initial state, \\d+ at the state",
         ):
-            DiscreteEnergy(_support_from_one_element)
+            ModelDensity(_support_from_one_element)
 
 
 def _support_changing_at_one_value():
@@ -190,12 +190,12 @@ def test_support_change_the_probes_miss_is_refused_where_met():
     # the bound is checked at every evaluation, batched and compiled ones too
     match = "support of latent site 'm'.*\\(4 at the initial state, 5 at the state \\{'n': 17\\}\\)"
     init = init_to_value(values={"n": torch.tensor(3.0), "m": torch.tensor(0.0)})
-    energy = DiscreteEnergy(_support_changing_at_one_value, init_strategy=init)
+    energy = ModelDensity(_support_changing_at_one_value, init_strategy=init)
     assert torch.isfinite(energy.log_joint(torch.tensor([[3, 2], [16, 4]]))).all()
     for codes in (torch.tensor([[17, 2]]), torch.tensor([[3, 2], [17, 1]])):
         with pytest.raises(UnsupportedModelError, match=match):
             energy.log_joint(codes)
-    traced = DiscreteEnergy(_support_changing_at_one_value, init_strategy=init, jit_compile=True)
+    traced = ModelDensity(_support_changing_at_one_value, init_strategy=init, jit_compile=True)
     traced.value_and_grad(torch.tensor([[3, 2], [16, 1]]))
     with pytest.raises(UnsupportedModelError, match=match):
         traced.value_and_grad(torch.tensor([[3, 2], [17, 1]]))
@@ -214,7 +214,7 @@ def test_a_site_of_no_elements_is_left_to_the_model():
     # one value (the empty tensor), nothing to sample: the other sites are sampled as if
     # it were not there, by both runners (Pyro's get_samples cannot reshape empty draws)
     y = torch.tensor(1.0)
-    energy = DiscreteEnergy(_with_an_empty_site, (y,))
+    energy = ModelDensity(_with_an_empty_site, (y,))
     assert [s.name for s in energy.sites] == ["x"]
     codes = torch.tensor([[0, 1], [1, 1]])
     x = codes.double()
@@ -266,12 +266,12 @@ def test_invalid_distribution_parameters_name_the_site_and_the_state(model, x, v
             "\\(pyro.sample\\(\"w\".* is invalid at the state \\{{'x': {}\\}}.*"
             "torch.clamp".format(int(x)),
         ):
-            DiscreteEnergy(model, init_strategy=init)
+            ModelDensity(model, init_strategy=init)
 
 
 def test_invalid_distribution_met_during_a_run_names_the_site():
     init = init_to_value(values={"x": torch.tensor(1.0), "w": torch.tensor(0.0)})
-    energy = DiscreteEnergy(_negative_probs, init_strategy=init)
+    energy = ModelDensity(_negative_probs, init_strategy=init)
     with pyro.validation_enabled(True):
         with pytest.raises(
             UnsupportedModelError,
@@ -332,7 +332,7 @@ def test_sites_that_exist_on_some_paths_only_are_refused(model, seed):
     # whichever path the initial state takes, the set-up finds the other one
     pyro.set_rng_seed(seed)
     with pytest.raises(UnsupportedModelError, match="latent sites of the model change.*reads"):
-        DiscreteEnergy(model).initial_codes(1)
+        ModelDensity(model).initial_codes(1)
 
 
 def test_the_error_names_the_line_of_the_model_that_reads_a_latent_value():
@@ -341,7 +341,7 @@ def test_the_error_names_the_line_of_the_model_that_reads_a_latent_value():
     ):
         for seed in range(2):
             pyro.set_rng_seed(seed)
-            DiscreteEnergy(_branch_item).initial_codes(1)
+            ModelDensity(_branch_item).initial_codes(1)
 
 
 def test_a_random_model_is_refused():
@@ -351,4 +351,4 @@ def test_a_random_model_is_refused():
 
     for num_chains in (1, 4):
         with pytest.raises(UnsupportedModelError, match="two different log densities.*'noise'"):
-            DiscreteEnergy(model).initial_codes(num_chains)
+            ModelDensity(model).initial_codes(num_chains)

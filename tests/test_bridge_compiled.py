@@ -5,7 +5,7 @@ import pytest
 import torch
 from small_models import SUITE
 
-from pyro_gwg import DiscreteEnergy
+from pyro_gwg import ModelDensity
 
 pytestmark = pytest.mark.filterwarnings("ignore:Categorical site")
 
@@ -14,8 +14,8 @@ pytestmark = pytest.mark.filterwarnings("ignore:Categorical site")
 @pytest.mark.parametrize("name", ["coupled_binary_field", "enumerated_switch", "mixed_kinds"])
 def test_jit_compiled_value_and_grad_equals_eager(name, num_chains):
     model, args = SUITE[name]
-    eager = DiscreteEnergy(model, args)
-    compiled = DiscreteEnergy(model, args, jit_compile=True)
+    eager = ModelDensity(model, args)
+    compiled = ModelDensity(model, args, jit_compile=True)
     pyro.set_rng_seed(0)
     for _ in range(3):
         codes = eager.initial_codes(num_chains)

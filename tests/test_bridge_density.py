@@ -8,7 +8,7 @@ import torch
 from pyro import poutine
 from small_models import SUITE
 
-from pyro_gwg import DiscreteEnergy
+from pyro_gwg import ModelDensity
 from pyro_gwg.sites import BINARY, ONE_HOT, ORDINAL
 
 pytestmark = pytest.mark.filterwarnings("ignore:Categorical site")
@@ -37,7 +37,7 @@ def test_binary_model_value_and_grad():
             + dist.Normal(x.sum(), 0.5).log_prob(y)
         )
 
-    energy = DiscreteEnergy(model, (y,), {"scale": 0.5})
+    energy = ModelDensity(model, (y,), {"scale": 0.5})
     assert [(s.name, s.kind) for s in energy.sites] == [("x", BINARY)]
     codes = torch.tensor([[1, 0, 1]])
     f, grad = energy.value_and_grad(codes)
@@ -55,7 +55,7 @@ def test_one_hot_gradient_is_own_logits_plus_the_downstream_gradient():
         z = pyro.sample("z", dist.OneHotCategorical(logits=logits))
         pyro.sample("y", dist.Normal(z @ locs, 0.5), obs=torch.tensor(0.8))
 
-    energy = DiscreteEnergy(model)
+    energy = ModelDensity(model)
     assert energy.sites[0].kind == ONE_HOT
     f, grad = energy.value_and_grad(torch.tensor([[2]]))
     z = torch.tensor([0.0, 0.0, 1.0])
@@ -79,7 +79,7 @@ def test_ordinal_gradients():
             + dist.Normal(k - 0.5 * n, 1.0).log_prob(torch.tensor(1.0))
         )
 
-    energy = DiscreteEnergy(model)
+    energy = ModelDensity(model)
     assert [s.kind for s in energy.sites] == [ORDINAL, ORDINAL]
     assert energy.layout.upper.tolist() == [5.0, float("inf")]
     f, grad = energy.value_and_grad(torch.tensor([[2, 3]]))
@@ -90,7 +90,7 @@ def test_ordinal_gradients():
 
 def test_enumerated_site_is_summed_out():
     model, (y,) = SUITE["enumerated_switch"]
-    energy = DiscreteEnergy(model, (y,))
+    energy = ModelDensity(model, (y,))
     assert energy.enumerated == ["c"] and [s.name for s in energy.sites] == ["x"]
     codes = torch.tensor([[1, 0, 1, 1]])
     x = codes[0].float()
@@ -113,7 +113,7 @@ def test_scale_and_mask_are_honoured():
         with poutine.mask(mask=False):
             pyro.sample("ignored", dist.Normal(x, 1.0), obs=torch.tensor(100.0))
 
-    energy = DiscreteEnergy(model)
+    energy = ModelDensity(model)
     expected = dist.Bernoulli(0.3).log_prob(torch.tensor(1.0)) + 2.5 * dist.Normal(
         1.0, 1.0
     ).log_prob(torch.tensor(0.4))
@@ -126,9 +126,9 @@ def test_log_joint_is_summed_in_double_precision():
         pyro.factor("constant", torch.tensor(offset))
 
     codes = torch.tensor([[0, 0], [1, 0], [1, 1]])
-    small = DiscreteEnergy(model, (0.0,)).log_joint(codes)
+    small = ModelDensity(model, (0.0,)).log_joint(codes)
     for offset in (1e7, 1e8):
-        large = DiscreteEnergy(model, (offset,)).log_joint(codes)
+        large = ModelDensity(model, (offset,)).log_joint(codes)
         assert large.dtype == torch.float64
         # differences between states survive a large constant term
         assert torch.allclose(large - large[0], small - small[0], atol=1e-6)
@@ -139,7 +139,7 @@ def test_non_finite_gradients_are_zero():
         x = pyro.sample("x", dist.Bernoulli(0.5).expand([2]).to_event(1))
         pyro.factor("sqrt", x[..., 0].sqrt())  # infinite derivative at 0
 
-    _, grad = DiscreteEnergy(model).value_and_grad(torch.tensor([[0, 1], [1, 1]]))
+    _, grad = ModelDensity(model).value_and_grad(torch.tensor([[0, 1], [1, 1]]))
     assert grad[0, 0, 0] == 0 and grad[1, 0, 0] == 0.5
 
 
@@ -149,7 +149,7 @@ def test_bad_max_plate_nesting_is_refused(value):
         pyro.sample("x", dist.Bernoulli(0.5))
 
     with pytest.raises(ValueError, match="max_plate_nesting must be a non-negative integer"):
-        DiscreteEnergy(model, max_plate_nesting=value)
+        ModelDensity(model, max_plate_nesting=value)
 
 
 def test_too_small_max_plate_nesting_names_the_site():
@@ -158,7 +158,7 @@ def test_too_small_max_plate_nesting_names_the_site():
             pyro.sample("x", dist.Bernoulli(0.5))
 
     with pytest.raises(ValueError, match="max_plate_nesting=1 is too small: site 'x' uses 2"):
-        DiscreteEnergy(model, max_plate_nesting=1)
+        ModelDensity(model, max_plate_nesting=1)
 
 
 def test_differentiable_log_joint_carries_parameter_gradients():
@@ -170,7 +170,7 @@ def test_differentiable_log_joint_carries_parameter_gradients():
             x = pyro.sample("x", dist.Bernoulli(0.5))
             pyro.factor("field", coupling * x)
 
-    energy = DiscreteEnergy(model)
+    energy = ModelDensity(model)
     codes = torch.tensor([[1, 1, 1], [1, 0, 1], [0, 1, 1]])
     plain = energy.log_joint(codes)
     assert not plain.requires_grad
@@ -245,7 +245,7 @@ def test_first_order_differences_are_exact_for_a_linear_energy(model):
     # a one-hot value enters its own (scaled, masked) log-probability and the factor
     # linearly, so the first-order estimate of every one-coordinate move must equal the
     # change of the log joint: scales and masks of the site's own term included
-    energy = DiscreteEnergy(model)
+    energy = ModelDensity(model)
     num_coords = energy.layout.num_coords
     states = torch.randint(0, 3, (4, num_coords), generator=torch.Generator().manual_seed(0))
     log_joint, grad = energy.value_and_grad(states)
@@ -266,12 +266,12 @@ def test_an_energy_given_values_conditions_the_model_on_them():
         pyro.sample("x", dist.Bernoulli(logits=mu).expand([3]).to_event(1))
 
     codes = torch.tensor([[1, 0, 1], [1, 1, 1]])
-    energy = DiscreteEnergy(model, given={"mu": torch.tensor(0.5)})
+    energy = ModelDensity(model, given={"mu": torch.tensor(0.5)})
     assert energy.given_names == ("mu",)
     for mu in (0.5, -2.0):
         if mu != 0.5:
             energy.set_given({"mu": torch.tensor(mu)})
-        conditioned = DiscreteEnergy(poutine.condition(model, data={"mu": torch.tensor(mu)}))
+        conditioned = ModelDensity(poutine.condition(model, data={"mu": torch.tensor(mu)}))
         assert torch.allclose(energy.log_joint(codes), conditioned.log_joint(codes))
         assert torch.allclose(energy.value_and_grad(codes)[1], conditioned.value_and_grad(codes)[1])
     with pytest.raises(ValueError, match="set_given needs a value for each.*\\['mu'\\]"):

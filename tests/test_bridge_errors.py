@@ -5,7 +5,7 @@ import pyro.distributions as dist
 import pytest
 import torch
 
-from pyro_gwg import DiscreteEnergy, UnsupportedModelError
+from pyro_gwg import ModelDensity, UnsupportedModelError
 
 pytestmark = pytest.mark.filterwarnings("ignore:Categorical site")
 
@@ -19,4 +19,4 @@ def test_an_observation_of_the_wrong_dtype_is_named():
     with pytest.raises(
         UnsupportedModelError, match="observed site 'y' \\(Bernoulli\\).*int64.*obs=y.float"
     ):
-        DiscreteEnergy(model).initial_codes(4)
+        ModelDensity(model).initial_codes(4)

@@ -7,7 +7,7 @@ import pytest
 import torch
 from pyro.infer.autoguide.initialization import init_to_value
 
-from pyro_gwg import DiscreteEnergy
+from pyro_gwg import ModelDensity
 from pyro_gwg.bridge.errors import TORCH_OOM as OUT_OF_MEMORY
 
 pytestmark = pytest.mark.filterwarnings("ignore:Categorical site")
@@ -19,7 +19,7 @@ def test_infinite_log_density_at_the_initial_state_names_the_site():
         pyro.factor("hard", torch.where(x.sum(-1) > 5, 0.0, -float("inf")))
 
     with pytest.raises(ValueError, match="initial state is -inf.*'hard'"):
-        DiscreteEnergy(model).initial_codes(1)
+        ModelDensity(model).initial_codes(1)
 
 
 def test_invalid_user_initial_state_is_refused():
@@ -29,7 +29,7 @@ def test_invalid_user_initial_state_is_refused():
 
     strategy = init_to_value(values={"x": torch.zeros(3)})
     with pytest.raises(ValueError, match="'not_all_zero'.*init_strategy"):
-        DiscreteEnergy(model, init_strategy=strategy).initial_codes(1)
+        ModelDensity(model, init_strategy=strategy).initial_codes(1)
 
 
 def test_an_allocation_failure_in_batched_initialisation_surfaces():
@@ -40,4 +40,4 @@ def test_an_allocation_failure_in_batched_initialisation_surfaces():
             raise OUT_OF_MEMORY("out of memory (simulated)")
 
     with pytest.raises(OUT_OF_MEMORY):
-        DiscreteEnergy(model).initial_codes(8)
+        ModelDensity(model).initial_codes(8)

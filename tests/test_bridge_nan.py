@@ -5,7 +5,7 @@ import pyro.distributions as dist
 import pytest
 import torch
 
-from pyro_gwg import DiscreteEnergy, UnsupportedModelError
+from pyro_gwg import ModelDensity, UnsupportedModelError
 
 pytestmark = pytest.mark.filterwarnings("ignore:Categorical site")
 
@@ -16,7 +16,7 @@ def test_nan_or_infinite_log_density_names_the_site_and_the_state(bad):
         x = pyro.sample("x", dist.Bernoulli(0.5).expand([3]).to_event(1))
         pyro.factor("spike", torch.where(x.sum(-1) == 3, torch.tensor(bad), torch.tensor(0.0)))
 
-    energy = DiscreteEnergy(model)
+    energy = ModelDensity(model)
     assert torch.isfinite(energy.log_joint(torch.tensor([[0, 1, 1]]))).all()
     # (with validation on, Pyro itself rejects a NaN factor; MCMC runs without it)
     with pyro.validation_enabled(False):

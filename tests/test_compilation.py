@@ -605,7 +605,7 @@ def test_pyro_param_values_are_arguments_of_the_compiled_transition(
 
 def test_the_energy_takes_pyro_param_values_as_arguments():
     pyro.clear_param_store()
-    energy = pyro_gwg.DiscreteEnergy(_param_model, jit_compile=True)
+    energy = pyro_gwg.ModelDensity(_param_model, jit_compile=True)
     assert energy.param_names == ["w", "p"]
     codes = torch.tensor([[1, 0, 1]])
     compiled = energy.value_and_grad(codes)

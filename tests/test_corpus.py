@@ -35,7 +35,7 @@ from test_bridge_checks import (
 from test_real_models import _codes_from_samples
 
 import pyro_gwg
-from pyro_gwg import REGISTRY, DiscreteEnergy, UnsupportedModelError, exact_posterior
+from pyro_gwg import REGISTRY, ModelDensity, UnsupportedModelError, exact_posterior
 from pyro_gwg.enumeration import ExactPosterior, lift_enumeration
 from pyro_gwg.kernels import StepSizeKernel
 
@@ -89,7 +89,7 @@ def _fresh_parameters():
 @functools.cache
 def _layout(name):
     entry = CORPUS[name]
-    return DiscreteEnergy(entry.model, entry.args).layout
+    return ModelDensity(entry.model, entry.args).layout
 
 
 @functools.cache
@@ -198,7 +198,7 @@ def test_the_must_refuse_corpus_is_still_refused(name):
     for seed in range(2):
         pyro.set_rng_seed(seed)
         with pytest.raises(UnsupportedModelError, match=match):
-            DiscreteEnergy(model).initial_codes(1)
+            ModelDensity(model).initial_codes(1)
 
 
 # ------------------------------------------------------------------ statistical tier

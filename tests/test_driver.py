@@ -38,7 +38,7 @@ def exact():
 
 def test_potential_density_matches_the_pyro_model():
     density = PotentialDensity(_ising, binary_layout(4))
-    energy = pyro_gwg.DiscreteEnergy(_ising_model)
+    energy = pyro_gwg.ModelDensity(_ising_model)
     codes = torch.tensor([[0, 1, 1, 0], [1, 1, 0, 1], [0, 0, 0, 0]])
     value, grad = density.value_and_grad(codes)
     expected, expected_grad = energy.value_and_grad(codes)
@@ -69,7 +69,7 @@ def test_every_kernel_samples_a_hand_written_potential(name, exact):
 def test_build_reads_only_its_arguments():
     # the (init, step) pair works without setup, on a density it was never bound to,
     # for gradient-free kernels too (they read the density they are built on)
-    energy = pyro_gwg.DiscreteEnergy(*SUITE["coupled_binary_field"])
+    energy = pyro_gwg.ModelDensity(*SUITE["coupled_binary_field"])
     for name in sorted(REGISTRY):
         init, step = getattr(pyro_gwg, name)().build(energy)
         state, info = step(init(energy.initial_codes(3)))
@@ -126,7 +126,7 @@ def test_the_sampling_bound_of_the_number_of_flips_is_the_next_power_of_two():
 
 def test_a_chain_driver_on_a_tempered_density_reads_that_density():
     # the gradient-free kernels once ignored the density given to their step
-    energy = pyro_gwg.DiscreteEnergy(_ising_model)
+    energy = pyro_gwg.ModelDensity(_ising_model)
     flat = PotentialDensity(lambda x: torch.zeros(x.shape[0]), binary_layout(4))
     for kernel in (pyro_gwg.Gibbs(), pyro_gwg.GWG()):
         pyro.set_rng_seed(0)
@@ -166,7 +166,7 @@ def test_bad_densities_and_inputs_are_refused_with_the_way_out():
     with pytest.raises(ValueError, match="one value per state, shape \\[2\\]"):
         PotentialDensity(lambda x: x, binary_layout(2)).log_joint(torch.zeros(2, 2).long())
     with pytest.raises(TypeError, match="given must be a dict of tensors"):
-        pyro_gwg.DiscreteEnergy(_ising_model, given=[torch.zeros(1)])
+        pyro_gwg.ModelDensity(_ising_model, given=[torch.zeros(1)])
 
 
 BAD_CODES = [

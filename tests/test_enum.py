@@ -12,7 +12,7 @@ from pyro.infer import MCMC, config_enumerate
 from small_models import BOUNDS, BRIDGE, SUITE, VMAP_OR_LOOP, VMAP_RUNS_PYRO
 
 import pyro_gwg
-from pyro_gwg import BatchingWarning, DiscreteEnergy, UnsupportedModelError, exact_posterior
+from pyro_gwg import BatchingWarning, ModelDensity, UnsupportedModelError, exact_posterior
 from pyro_gwg.enumeration import lift_enumeration
 
 
@@ -352,9 +352,9 @@ def test_lift_enumeration_lets_the_kernel_sample_marked_sites():
 
     y = torch.tensor(1.4)
     with pytest.raises(UnsupportedModelError, match="no latent discrete sites"):
-        DiscreteEnergy(model, (y,))
+        ModelDensity(model, (y,))
     lifted = lift_enumeration(model)
-    assert [s.name for s in DiscreteEnergy(lifted, (y,)).sites] == ["c", "x"]
+    assert [s.name for s in ModelDensity(lifted, (y,)).sites] == ["c", "x"]
     post = exact_posterior(lifted, y)
     assert post.num_states == 4
     assert torch.allclose(

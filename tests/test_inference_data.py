@@ -100,7 +100,7 @@ def test_twelve_chains_keep_their_order_and_arviz_runs_on_the_result():
     diag = mcmc.diagnostics()
     lp = idata.sample_stats["lp"].values
     accepted = idata.sample_stats["accepted"].values
-    energy = pyro_gwg.DiscreteEnergy(model, (y,))
+    energy = pyro_gwg.ModelDensity(model, (y,))
     for c in range(12):
         np.testing.assert_array_equal(lp[c], diag["log_joint"]["chain {}".format(c)].numpy())
         # each chain's statistics belong to that chain's draws
@@ -423,7 +423,7 @@ def test_pyro_gwg_mcmc_with_twelve_vectorized_thinned_chains():
     idata = to_inference_data(mcmc)
     x = idata.posterior["x"].values
     assert x.shape == (12, 15, 5) and x.dtype == np.int8
-    energy = pyro_gwg.DiscreteEnergy(model, (y,))
+    energy = pyro_gwg.ModelDensity(model, (y,))
     for c in range(12):
         log_joint = energy.log_joint(torch.as_tensor(x[c]), batched=False)
         np.testing.assert_allclose(

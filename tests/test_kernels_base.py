@@ -164,7 +164,7 @@ def test_initial_values_outside_the_support_are_refused_naming_the_site(values, 
 @pytest.mark.parametrize("name", sorted(REGISTRY))
 def test_every_kernels_algorithm_refuses_codes_outside_the_model_layout(name):
     # kernel.build(energy).init once started chains at codes outside the supports
-    energy = pyro_gwg.DiscreteEnergy(bits_and_count)
+    energy = pyro_gwg.ModelDensity(bits_and_count)
     init, step = getattr(pyro_gwg, name)().build(energy)
     with pytest.raises(ValueError, match="coordinate 1 \\(a bit, 0 or 1, got \\[2\\]\\)"):
         init(torch.tensor([[0, 2, 1, 0]]))

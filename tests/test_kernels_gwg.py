@@ -312,7 +312,7 @@ def test_more_flips_than_coordinates_is_refused():
         MCMC(GWG(model, num_flips=1000), num_samples=10, disable_progbar=True).run(*args)
     kernel = GWG(num_flips=6)
     with pytest.raises(ValueError, match="num_flips=6"):
-        kernel.driver_for(pyro_gwg.DiscreteEnergy(model, args))
+        kernel.driver_for(pyro_gwg.ModelDensity(model, args))
 
 
 def test_more_distinct_flips_than_movable_coordinates_is_refused():
@@ -403,7 +403,7 @@ def test_auto_num_flips_starts_from_sqrt_d_and_adapts_in_pyro_mcmc():
 def test_functional_api_samples_the_exact_posterior():
     # build: the kernel's (init, step) pair driven by hand
     model, args = SUITE["coupled_binary_field"]
-    energy = pyro_gwg.DiscreteEnergy(model, args)
+    energy = pyro_gwg.ModelDensity(model, args)
     init, step = GWG(num_flips=2).build(energy)
     pyro.set_rng_seed(0)
     state = init(energy.initial_codes(NUM_CHAINS))

@@ -12,7 +12,7 @@ from small_models import SUITE
 
 import pyro_gwg
 import pyro_gwg.proposals.ncg as ncg_math
-from pyro_gwg import DMALA, DULA, NCG, DiscreteEnergy, exact_posterior
+from pyro_gwg import DMALA, DULA, NCG, ModelDensity, exact_posterior
 from pyro_gwg.enumeration import ExactPosterior
 from pyro_gwg.proposals.layout import CandidateGrid
 
@@ -57,7 +57,7 @@ def total_variation(p, q):
 def _model(name):
     model, args = SUITE[name]
     post = exact_posterior(model, *args)
-    return model, args, post, DiscreteEnergy(model, args)
+    return model, args, post, ModelDensity(model, args)
 
 
 def _dula_law(name, step_size):

@@ -9,7 +9,7 @@ from pyro.infer import MCMC
 from small_models import BOUNDS, SUITE
 
 import pyro_gwg.proposals.ncg as ncg_math
-from pyro_gwg import AVG, NCG, PAVG, DiscreteEnergy, exact_posterior
+from pyro_gwg import AVG, NCG, PAVG, ModelDensity, exact_posterior
 from pyro_gwg.models import lattice_ising
 from pyro_gwg.proposals.layout import CandidateGrid
 from pyro_gwg.proposals.mh import accept_probability
@@ -69,7 +69,7 @@ def test_ncg_transition_matrix_keeps_the_exact_posterior(name):
     transition matrix on every state of a small model."""
     model, args = SUITE[name]
     post = _exact(name)
-    energy = DiscreteEnergy(model, args)
+    energy = ModelDensity(model, args)
     pi = post.probs.double()
     for step_size in (0.3, 3.0):
         matrix = ncg_transition_matrix(energy, post.states(), step_size)
@@ -80,7 +80,7 @@ def test_ncg_transition_matrix_keeps_the_exact_posterior(name):
 def test_transition_matrix_check_fails_without_the_reverse_proposal(monkeypatch):
     model, args = SUITE["coupled_binary_field"]
     post = _exact("coupled_binary_field")
-    energy = DiscreteEnergy(model, args)
+    energy = ModelDensity(model, args)
     monkeypatch.setattr(
         ncg_math,
         "ncg_log_ratio",
@@ -171,7 +171,7 @@ def test_pavg_with_the_coupling_matrix_is_block_gibbs():
     """Ising model without data, M = its Hessian in the bits (4 theta times the adjacency
     of the lattice): every PAVG proposal is accepted and the draws are exact."""
     size, coupling = 3, 0.4
-    energy = DiscreteEnergy(lattice_ising, (size, coupling))
+    energy = ModelDensity(lattice_ising, (size, coupling))
     hessian = _ising_hessian(energy)
     adjacency = (hessian != 0).float()
     assert torch.allclose(hessian, 4 * coupling * adjacency, atol=1e-5)

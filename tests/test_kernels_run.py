@@ -158,7 +158,7 @@ def test_coordinates_held_at_different_values_by_the_chains_are_reported_once(ru
 def test_the_certainty_of_a_coordinate_is_its_exact_conditional_probability():
     from pyro_gwg.kernels.run import leave_probabilities
 
-    energy = pyro_gwg.DiscreteEnergy(pinned_and_free)
+    energy = pyro_gwg.ModelDensity(pinned_and_free)
     codes = torch.tensor([[1, 0, 1, 0], [1, 1, 1, 1]])
     leave = leave_probabilities(energy, codes, torch.ones(2, 4, dtype=torch.bool))
     # the probability of the other value given the rest (independent bits: the prior's)
@@ -172,7 +172,7 @@ def test_the_certainty_of_a_coordinate_is_its_exact_conditional_probability():
 def test_coordinates_beyond_the_evaluation_budget_count_as_not_sure(monkeypatch):
     from pyro_gwg.kernels import run
 
-    energy = pyro_gwg.DiscreteEnergy(pinned_and_free)
+    energy = pyro_gwg.ModelDensity(pinned_and_free)
     codes = torch.tensor([[1, 0, 1, 0], [1, 1, 1, 1]])
     energy.choose_batching(codes)
     monkeypatch.setattr(run, "STUCK_PROBE_LIMIT", 3)

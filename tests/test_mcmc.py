@@ -393,7 +393,7 @@ def test_ctrl_c_keeps_the_draws_taken_so_far():
         stats = mcmc.get_statistics()
     assert stats["accepted"].shape == (3, 7)
     # the statistics belong to the draws
-    energy = pyro_gwg.DiscreteEnergy(model, (y,))
+    energy = pyro_gwg.ModelDensity(model, (y,))
     lp = energy.log_joint(samples["x"].reshape(21, 5).long(), batched=False)
     assert torch.allclose(stats["log_joint"].reshape(21), lp, atol=1e-5)
     with pytest.warns(UserWarning, match="partial"):
@@ -517,7 +517,7 @@ def test_pyro_infer_mcmc_diagnostics_keep_their_structure():
     diag = mcmc.diagnostics()
     assert diag["accepted"]["chain 1"].shape == (40,) and diag["divergences"]["chain 0"] == []
     assert 0 <= diag["acceptance rate"]["chain 0"] <= 1
-    energy = pyro_gwg.DiscreteEnergy(model, (y,))
+    energy = pyro_gwg.ModelDensity(model, (y,))
     x = mcmc.get_samples(group_by_chain=True)["x"]
     for c in range(2):
         lp = energy.log_joint(x[c].long(), batched=False)

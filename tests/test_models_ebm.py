@@ -5,7 +5,7 @@ import pytest
 import torch
 from exactness import assert_exact, draw_codes
 
-from pyro_gwg import GWG, DiscreteEnergy, LocallyBalanced, exact_posterior
+from pyro_gwg import GWG, LocallyBalanced, ModelDensity, exact_posterior
 from pyro_gwg.models import binary_ebm, mlp_energy
 from pyro_gwg.models.ebm import categorical_ebm
 
@@ -20,7 +20,7 @@ def test_density_is_the_network():
 
 def test_model_broadcasts_over_chains_and_gives_input_gradients():
     net = mlp_energy(5, hidden=(4, 4), seed=1)
-    energy = DiscreteEnergy(binary_ebm, (net, 5))
+    energy = ModelDensity(binary_ebm, (net, 5))
     codes = torch.randint(0, 2, (3, 5))
     energy.check_vectorized(codes)
     f, grad = energy.value_and_grad(codes)
@@ -59,7 +59,7 @@ def test_categorical_density_is_the_network_of_the_one_hot_values():
 
 def test_categorical_model_broadcasts_and_gives_one_hot_gradients():
     net = mlp_energy(8, hidden=(4,), seed=1)
-    energy = DiscreteEnergy(categorical_ebm, (net, 2, 4))
+    energy = ModelDensity(categorical_ebm, (net, 2, 4))
     codes = torch.randint(0, 4, (3, 2))
     energy.check_vectorized(codes)
     f, grad = energy.value_and_grad(codes)

@@ -7,7 +7,7 @@ import pytest
 import torch
 from exactness import assert_exact, draw_codes
 
-from pyro_gwg import GWG, DiscreteEnergy, Gibbs, HammingBall, exact_posterior
+from pyro_gwg import GWG, Gibbs, HammingBall, ModelDensity, exact_posterior
 from pyro_gwg.models import factorial_hmm, fhmm_prior_sample, fhmm_time_blocks, random_fhmm
 
 
@@ -49,7 +49,7 @@ def test_generator_is_seeded_and_consistent():
 
 def test_model_broadcasts_and_scores_the_true_path():
     data = random_fhmm(num_steps=50, num_factors=4, seed=0)
-    energy = DiscreteEnergy(factorial_hmm, (data.y, *data.params))
+    energy = ModelDensity(factorial_hmm, (data.y, *data.params))
     truth = energy.codes_from_values({"x": data.x.unsqueeze(0)})
     codes = torch.cat([truth, torch.randint(0, 2, (3, 200))])
     energy.check_vectorized(codes)

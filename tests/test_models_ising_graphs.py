@@ -5,7 +5,7 @@ import pytest
 import torch
 from exactness import assert_exact, draw_codes
 
-from pyro_gwg import GWG, DiscreteEnergy, Gibbs, exact_posterior
+from pyro_gwg import GWG, Gibbs, ModelDensity, exact_posterior
 from pyro_gwg.models import erdos_renyi_couplings, ising, lattice_couplings, lattice_ising
 
 
@@ -46,7 +46,7 @@ def test_erdos_renyi_couplings_are_symmetric_seeded_and_sparse():
 
 
 def test_model_broadcasts_over_chains():
-    energy = DiscreteEnergy(ising, (erdos_renyi_couplings(10, seed=0),))
+    energy = ModelDensity(ising, (erdos_renyi_couplings(10, seed=0),))
     energy.check_vectorized(torch.randint(0, 2, (4, 10)))
 
 

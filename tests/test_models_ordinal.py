@@ -8,7 +8,7 @@ import torch
 from exactness import assert_exact, draw_codes
 from test_kernels_ncg import ncg_transition_matrix
 
-from pyro_gwg import NCG, PAVG, DiscreteEnergy, exact_posterior
+from pyro_gwg import NCG, PAVG, ModelDensity, exact_posterior
 from pyro_gwg.models import (
     IntegerUniform,
     ordinal_mixture,
@@ -60,7 +60,7 @@ def test_exact_marginals_and_covariance_match_enumeration(form):
 
 
 def test_default_target_is_the_papers_lattice():
-    energy = DiscreteEnergy(ordinal_mixture)
+    energy = ModelDensity(ordinal_mixture)
     (site,) = energy.sites
     assert site.kind == "ordinal" and energy.num_coords == 20
     assert (energy.layout.lower == 0).all() and (energy.layout.upper == 49).all()
@@ -76,7 +76,7 @@ def test_default_target_is_the_papers_lattice():
 
 
 def test_gradient_is_informative_and_batched():
-    energy = DiscreteEnergy(ordinal_mixture, model_kwargs=dict(form="quartic"))
+    energy = ModelDensity(ordinal_mixture, model_kwargs=dict(form="quartic"))
     torch.manual_seed(0)
     codes = torch.randint(0, 50, (4, 20))
     energy.check_vectorized(codes)
@@ -122,7 +122,7 @@ def test_ncg_transition_matrix_keeps_the_target():
     bridge): the exact target is invariant, pi T = pi."""
     kwargs = dict(num_dims=2, form="quartic", num_values=8, num_components=3)
     post = exact_posterior(ordinal_mixture, **kwargs)
-    energy = DiscreteEnergy(ordinal_mixture, model_kwargs=kwargs)
+    energy = ModelDensity(ordinal_mixture, model_kwargs=kwargs)
     matrix = ncg_transition_matrix(energy, post.states(), step_size=2.0)
     pi = post.probs.double()
     assert torch.allclose(pi @ matrix, pi, atol=1e-7)

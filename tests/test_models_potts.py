@@ -7,7 +7,7 @@ import pytest
 import torch
 from exactness import assert_exact, draw_codes
 
-from pyro_gwg import GWG, DiscreteEnergy, HammingBall, exact_posterior
+from pyro_gwg import GWG, HammingBall, ModelDensity, exact_posterior
 from pyro_gwg.models import lattice_potts, potts, random_potts
 
 
@@ -61,7 +61,7 @@ def test_models_broadcast_over_chains():
         (lattice_potts, (3, 4, 0.5)),
         (potts, tuple(random_potts(num_sites=4, num_states=3, seed=0))),
     ):
-        energy = DiscreteEnergy(model, args)
+        energy = ModelDensity(model, args)
         high = 4 if model is lattice_potts else 3
         energy.check_vectorized(torch.randint(0, high, (3, energy.num_coords)))
 

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from exactness import assert_exact, draw_codes
 
-from pyro_gwg import GWG, DiscreteEnergy, Gibbs, exact_posterior
+from pyro_gwg import GWG, Gibbs, ModelDensity, exact_posterior
 from pyro_gwg.models import (
     block_gibbs,
     categorical_rbm,
@@ -61,7 +61,7 @@ def test_model_density_is_the_rbm_marginal():
 
 def test_model_broadcasts_over_chains():
     params = random_rbm(7, 3, seed=0)
-    energy = DiscreteEnergy(rbm, params)
+    energy = ModelDensity(rbm, params)
     codes = torch.randint(0, 2, (5, 7))
     energy.check_vectorized(codes)
     expected = rbm_log_density(codes, params) - F.softplus(params.visible_bias).sum()

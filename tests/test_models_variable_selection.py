@@ -13,7 +13,7 @@ from pyro.infer import NUTS
 from pyro.ops.stats import effective_sample_size
 
 import pyro_gwg
-from pyro_gwg import AVG, GWG, PAVG, DiscreteEnergy, MixedGibbs, exact_posterior
+from pyro_gwg import AVG, GWG, PAVG, MixedGibbs, ModelDensity, exact_posterior
 from pyro_gwg.models import (
     spike_and_slab_coefficients,
     spike_and_slab_regression,
@@ -98,7 +98,7 @@ def test_pairwise_tables_are_distributions():
 
 def test_default_target_has_the_papers_dimensions():
     x, y, _ = variable_selection_data()
-    energy = DiscreteEnergy(variable_selection, (x, y))
+    energy = ModelDensity(variable_selection, (x, y))
     assert [s.name for s in energy.sites] == ["s", "t"]
     assert energy.num_coords == 100 and energy.layout.all_binary
     torch.manual_seed(0)

@@ -129,21 +129,21 @@ def _assert_detailed_balance(log_joint, transitions):
 
 @pytest.mark.parametrize("step_size", [0.05, 0.5, 5.0])
 def test_dlmc_is_reversible(step_size):
-    energy = pyro_gwg.DiscreteEnergy(bit_category_count, (torch.tensor(2.0),))
+    energy = pyro_gwg.ModelDensity(bit_category_count, (torch.tensor(2.0),))
     log_joint, transitions = _dlmc_transitions(energy, step_size)
     assert bool((transitions > -1e-6).all())
     _assert_detailed_balance(log_joint, transitions)
 
 
 def test_the_dlmc_check_fails_with_the_reverse_proposal_at_the_start():
-    energy = pyro_gwg.DiscreteEnergy(bit_category_count, (torch.tensor(2.0),))
+    energy = pyro_gwg.ModelDensity(bit_category_count, (torch.tensor(2.0),))
     with pytest.raises(AssertionError):
         _assert_detailed_balance(*_dlmc_transitions(energy, 0.5, reverse_at_start=True))
 
 
 def test_one_step_of_the_sampler_follows_its_proposal():
     pyro.set_rng_seed(0)
-    energy = pyro_gwg.DiscreteEnergy(bit_category_count, (torch.tensor(2.0),))
+    energy = pyro_gwg.ModelDensity(bit_category_count, (torch.tensor(2.0),))
     _, exact = _dlmc_transitions(energy, 0.5)
     states = torch.tensor(list(itertools.product(range(2), range(3), range(3))))
     init, step = build_dlmc(energy, 0.5)

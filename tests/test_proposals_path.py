@@ -191,12 +191,12 @@ def _pafs_transitions(energy, length, normalise_reverse_at_start=False):
 
 @pytest.mark.parametrize("length", [1, 2, 3])
 def test_pafs_is_reversible_for_every_path_length(length):
-    energy = pyro_gwg.DiscreteEnergy(bit_category_count, (torch.tensor(2.0),))
+    energy = pyro_gwg.ModelDensity(bit_category_count, (torch.tensor(2.0),))
     _assert_detailed_balance(*_pafs_transitions(energy, length))
 
 
 def test_the_pafs_check_fails_with_the_reverse_path_normalised_at_the_start():
-    energy = pyro_gwg.DiscreteEnergy(bit_category_count, (torch.tensor(2.0),))
+    energy = pyro_gwg.ModelDensity(bit_category_count, (torch.tensor(2.0),))
     with pytest.raises(AssertionError):
         _assert_detailed_balance(*_pafs_transitions(energy, 2, normalise_reverse_at_start=True))
 
@@ -254,12 +254,12 @@ def _pas_transitions(energy, length, drop_walk_reverse=False):
 @pytest.mark.parametrize("model", [three_bits, bits_and_one_hot])
 @pytest.mark.parametrize("length", [1, 2, 3])
 def test_pas_is_reversible_for_every_path_length(length, model):
-    energy = pyro_gwg.DiscreteEnergy(model, (torch.tensor(1.2),))
+    energy = pyro_gwg.ModelDensity(model, (torch.tensor(1.2),))
     _assert_detailed_balance(*_pas_transitions(energy, length))
 
 
 def test_the_pas_check_fails_without_the_reverse_walk():
-    energy = pyro_gwg.DiscreteEnergy(bits_and_one_hot, (torch.tensor(1.2),))
+    energy = pyro_gwg.ModelDensity(bits_and_one_hot, (torch.tensor(1.2),))
     with pytest.raises(AssertionError):
         _assert_detailed_balance(*_pas_transitions(energy, 2, drop_walk_reverse=True))
 
@@ -283,7 +283,7 @@ def _one_step_frequencies(build, energy, start, num_chains=20000, **settings):
 def test_one_step_of_the_sampler_follows_the_enumerated_kernel(build, model, transitions):
     # the sampler draws what the enumeration says, with a run-time path length too
     pyro.set_rng_seed(0)
-    energy = pyro_gwg.DiscreteEnergy(model, (torch.tensor(1.2),))
+    energy = pyro_gwg.ModelDensity(model, (torch.tensor(1.2),))
     # a step's path has length 2 or 1, with probability 1/2 each
     exact = (transitions(energy, 2)[1] + transitions(energy, 1)[1]) / 2
     states = _states(energy)

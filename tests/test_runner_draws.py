@@ -68,13 +68,13 @@ def test_draws_are_kept_as_codes_and_decoded_in_chunks(monkeypatch):
     mcmc = MCMC(GWG(model), 200, num_chains=4, disable_progbar=True)
     mcmc.run(y)
     rows = []
-    decode = pyro_gwg.DiscreteEnergy.values_from_codes
+    decode = pyro_gwg.ModelDensity.values_from_codes
 
     def recording(self, codes):
         rows.append(codes.shape[0])
         return decode(self, codes)
 
-    monkeypatch.setattr(pyro_gwg.DiscreteEnergy, "values_from_codes", recording)
+    monkeypatch.setattr(pyro_gwg.ModelDensity, "values_from_codes", recording)
     monkeypatch.setattr(draws_module, "DECODE_ELEMENTS", 5 * 64)  # 64 draws of 5 coordinates
     samples = mcmc.get_samples(group_by_chain=True)["x"]
     assert samples.shape == (4, 200, 5) and samples.dtype == torch.get_default_dtype()

@@ -451,9 +451,7 @@ show_spins(ising_runs)
 digits = load_digits()
 data = torch.tensor(digits.data >= 8, dtype=torch.get_default_dtype())
 start = time.perf_counter()
-weights, visible_bias, hidden_bias = train_rbm(
-    data, num_hidden=RBM_HIDDEN, epochs=RBM_EPOCHS
-)
+weights, visible_bias, hidden_bias = train_rbm(data, num_hidden=RBM_HIDDEN, epochs=RBM_EPOCHS)
 print(f"trained on {len(data)} digits in {time.perf_counter() - start:.1f} s")
 
 # %%

@@ -1,6 +1,6 @@
 """The bridge from a Pyro model to a density over its latent discrete sites, by job.
 
-* :mod:`pyro_gwg.bridge.density`: :class:`~pyro_gwg.bridge.density.DiscreteEnergy`,
+* :mod:`pyro_gwg.bridge.density`: :class:`~pyro_gwg.bridge.density.ModelDensity`,
   the log joint of the latent codes from a trace of the model, and its gradient;
 * :mod:`pyro_gwg.bridge.batching`: how several states are evaluated (one plated run,
   :func:`torch.func.vmap`, or one run per state);

@@ -36,7 +36,7 @@ class BatchingWarning(UserWarning):
 
 
 class Batching:
-    """How :class:`~pyro_gwg.bridge.density.DiscreteEnergy` evaluates several states
+    """How :class:`~pyro_gwg.bridge.density.ModelDensity` evaluates several states
     (a part of it: it runs the energy's model)."""
 
     batching: Optional[str]

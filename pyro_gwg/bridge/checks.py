@@ -50,7 +50,7 @@ _DISTRIBUTION_DIRS = tuple(
 
 class StructureChecks:
     """The structure and taint checks of
-    :class:`~pyro_gwg.bridge.density.DiscreteEnergy` (a part of it: it runs the
+    :class:`~pyro_gwg.bridge.density.ModelDensity` (a part of it: it runs the
     energy's model and reads its sites)."""
 
     sites: List[DiscreteSite]

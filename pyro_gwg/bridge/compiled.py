@@ -1,6 +1,6 @@
 """The energy a compiler traces: the whole ``value_and_grad`` traced by
 :func:`~pyro_gwg.compilation.trace_compile` (``jit_compile=True``), the view of the
-energy that a compiled transition traces (:class:`TraceableEnergy`), and the tensors
+energy that a compiled transition traces (:class:`TraceableDensity`), and the tensors
 such a function takes as arguments instead of freezing them (the values of the
 ``given`` sites and of the model's ``pyro.param`` sites), which the traced function
 passes to the model's evaluation (see :meth:`Compiling.traceable`)."""
@@ -20,18 +20,18 @@ from pyro_gwg.proposals.layout import CoordinateLayout
 from pyro_gwg.sites import UnsupportedModelError
 
 if TYPE_CHECKING:
-    from pyro_gwg.bridge.density import DiscreteEnergy
+    from pyro_gwg.bridge.density import ModelDensity
 
-__all__ = ["Compiling", "TraceableEnergy"]
+__all__ = ["Compiling", "TraceableDensity"]
 
 
 class Compiling:
-    """Compilation of :class:`~pyro_gwg.bridge.density.DiscreteEnergy` (a part of it:
+    """Compilation of :class:`~pyro_gwg.bridge.density.ModelDensity` (a part of it:
     it traces the energy's evaluation)."""
 
     def traceable(
         self, num_chains: int, arguments: Optional[Sequence[torch.Tensor]] = None
-    ) -> TraceableEnergy:
+    ) -> TraceableDensity:
         """The density a compiler traces for ``num_chains`` chains (see
         :meth:`Density.traceable <pyro_gwg.density.Density.traceable>`): the
         ``value_and_grad`` and the batched :meth:`log_joint` of the model reading
@@ -40,7 +40,7 @@ class Compiling:
         be called inside :meth:`recording`."""
         value_and_grad = partial(self._value_and_grad, num_chains=num_chains, arguments=arguments)
         log_joint = partial(self._log_joint_at, arguments=arguments)
-        return TraceableEnergy(self, self.layout, log_joint, value_and_grad)
+        return TraceableDensity(self, self.layout, log_joint, value_and_grad)
 
     @property
     def compilable(self) -> Tuple[str, ...]:
@@ -145,13 +145,13 @@ class Compiling:
         return self._given_values + params
 
 
-class TraceableEnergy(NamedTuple):
-    """The view of a :class:`DiscreteEnergy` that a kernel's ``build`` is given when a
-    compiler traces a transition (see :meth:`DiscreteEnergy.traceable`): the members
+class TraceableDensity(NamedTuple):
+    """The view of a :class:`ModelDensity` that a kernel's ``build`` is given when a
+    compiler traces a transition (see :meth:`ModelDensity.traceable`): the members
     of a :class:`~pyro_gwg.density.Density` that the kernels read; ``source`` is that
     energy."""
 
-    source: DiscreteEnergy
+    source: ModelDensity
     layout: CoordinateLayout
     log_joint: Callable[[torch.Tensor], torch.Tensor]
     value_and_grad: Callable[[torch.Tensor], Tuple[torch.Tensor, torch.Tensor]]

@@ -1,6 +1,6 @@
-r"""The energy bridge: the log joint of a Pyro model and its gradient, per chain.
+r"""The model bridge: the log joint of a Pyro model and its gradient, per chain.
 
-:class:`DiscreteEnergy` traces an ordinary Pyro model once, classifies every latent
+:class:`ModelDensity` traces an ordinary Pyro model once, classifies every latent
 discrete site (:mod:`pyro_gwg.sites`), and exposes
 
 .. math:: f(x) = \log p(x, y) \quad\text{and}\quad \nabla f(x),
@@ -57,13 +57,13 @@ from pyro_gwg.sites import (
     unwrap_distribution,
 )
 
-__all__ = ["DiscreteEnergy"]
+__all__ = ["ModelDensity"]
 
 #: what ``pyro.module`` puts between a module's name and its parameters' names
 _MODULE_SEPARATOR = "$$$"
 
 
-class DiscreteEnergy(StructureChecks, Batching, InitialStates, NanRecording, Compiling):
+class ModelDensity(StructureChecks, Batching, InitialStates, NanRecording, Compiling):
     r"""Log joint density and gradient of a Pyro model over its latent discrete sites.
 
     :param callable model: a Pyro model whose latent sites are discrete.
@@ -94,7 +94,7 @@ class DiscreteEnergy(StructureChecks, Batching, InitialStates, NanRecording, Com
         >>> def model():
         ...     x = pyro.sample("x", dist.Bernoulli(0.5).expand([3]).to_event(1))
         ...     pyro.sample("y", dist.Normal(x.sum(-1, keepdim=True), 1.0), obs=torch.tensor(2.0))
-        >>> energy = DiscreteEnergy(model)
+        >>> energy = ModelDensity(model)
         >>> f, grad = energy.value_and_grad(torch.tensor([[1, 0, 1]]))
         >>> f.dtype, f.shape, grad.shape
         (torch.float64, torch.Size([1]), torch.Size([1, 3, 1]))

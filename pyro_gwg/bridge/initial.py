@@ -20,7 +20,7 @@ INIT_CANDIDATES = 10
 
 
 class InitialStates:
-    """The initial states of :class:`~pyro_gwg.bridge.density.DiscreteEnergy` (a part
+    """The initial states of :class:`~pyro_gwg.bridge.density.ModelDensity` (a part
     of it: it runs the energy's model and evaluates it)."""
 
     def initial_codes(self, num_chains: int = 1) -> torch.Tensor:

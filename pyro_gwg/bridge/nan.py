@@ -19,7 +19,7 @@ __all__ = ["NanRecording", "invalid_evaluations"]
 
 
 class NanRecording:
-    """The NaN and ``+inf`` checks of :class:`~pyro_gwg.bridge.density.DiscreteEnergy`
+    """The NaN and ``+inf`` checks of :class:`~pyro_gwg.bridge.density.ModelDensity`
     (a part of it: it reads the energy's evaluation and checks)."""
 
     _recording: Optional[List[Tuple[torch.Tensor, torch.Tensor]]]
@@ -78,7 +78,7 @@ class NanRecording:
 def invalid_evaluations(
     evaluations: Sequence[Tuple[torch.Tensor, torch.Tensor]], codes: torch.Tensor
 ) -> Tuple[torch.Tensor, torch.Tensor]:
-    """Summary of the evaluations listed by :meth:`DiscreteEnergy.recording`, as tensors
+    """Summary of the evaluations listed by :meth:`ModelDensity.recording`, as tensors
     (so that a compiled function can return it): whether any log density was NaN or
     ``+inf``, and the first such state.
 

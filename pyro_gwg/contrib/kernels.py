@@ -56,7 +56,7 @@ class RBMBlockGibbs(DiscreteKernel):
 
     def build(self, density) -> Algorithm:
         """Block Gibbs on the RBM whose parameters are the arguments the density's model
-        was run with (``density`` is the model's :class:`~pyro_gwg.DiscreteEnergy`).
+        was run with (``density`` is the model's :class:`~pyro_gwg.ModelDensity`).
 
         :rtype: Algorithm
         """
@@ -67,7 +67,7 @@ class RBMBlockGibbs(DiscreteKernel):
         params = RBMParams(**bound.arguments)
 
         def log_joint(codes: torch.Tensor) -> torch.Tensor:
-            # in double precision, as the energy bridge's log joint
+            # in double precision, as the model bridge's log joint
             log_density = rbm_log_density(codes, params) - F.softplus(params.visible_bias).sum()
             return log_density.double()
 

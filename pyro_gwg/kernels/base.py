@@ -5,7 +5,7 @@ algorithm (:meth:`DiscreteKernel.build`, a ``build_<name>`` function of
 :mod:`pyro_gwg.proposals` with the kernel's settings: an ``(init, step)`` pair of pure
 functions on batched tensors, see :mod:`pyro_gwg.proposals.algorithm`) and, where it
 adapts during warmup, which adaptation (:mod:`pyro_gwg.adaptation`). :meth:`setup`
-builds the model's density (:class:`~pyro_gwg.DiscreteEnergy`) and a
+builds the model's density (:class:`~pyro_gwg.ModelDensity`) and a
 :class:`~pyro_gwg.driver.ChainDriver`, the one chain loop of the package, which runs
 the transitions; :meth:`sample` takes one of them for :class:`pyro.infer.MCMC`.
 
@@ -28,7 +28,7 @@ from pyro.infer.mcmc.mcmc_kernel import MCMCKernel
 from pyro_gwg import _trace
 from pyro_gwg._validation import check_integer
 from pyro_gwg._warn import warn
-from pyro_gwg.bridge.density import DiscreteEnergy
+from pyro_gwg.bridge.density import ModelDensity
 from pyro_gwg.compilation import CompilationWarning
 from pyro_gwg.driver import ChainDriver, checked_algorithm
 from pyro_gwg.kernels.run import ChainRun, RunReport
@@ -148,7 +148,7 @@ class DiscreteKernel(MCMCKernel):
         self.init_strategy = init_strategy
         self.transforms: Dict[str, object] = {}
         self.vectorized_chains = 1
-        self.energy: Optional[DiscreteEnergy] = None
+        self.energy: Optional[ModelDensity] = None
         self.driver: Optional[ChainDriver] = None
         self._initial_params: Optional[Dict[str, torch.Tensor]] = None
         self._run: Optional[ChainRun] = None  # the run of setup, until cleanup
@@ -179,7 +179,7 @@ class DiscreteKernel(MCMCKernel):
         a state of another number of coordinates.
 
         :param density: a :class:`~pyro_gwg.density.Density`, e.g. a
-            :class:`~pyro_gwg.DiscreteEnergy`.
+            :class:`~pyro_gwg.ModelDensity`.
         :rtype: Algorithm
         """
 
@@ -234,7 +234,7 @@ class DiscreteKernel(MCMCKernel):
         model_kwargs: Optional[dict] = None,
         given: Optional[Dict[str, torch.Tensor]] = None,
     ):
-        """The model's :class:`~pyro_gwg.DiscreteEnergy` for these arguments, with the
+        """The model's :class:`~pyro_gwg.ModelDensity` for these arguments, with the
         kernel's settings (``max_plate_nesting``, ``init_strategy``, ...), checked
         against them.
 
@@ -242,7 +242,7 @@ class DiscreteKernel(MCMCKernel):
         :param dict model_kwargs: its keyword arguments.
         :param dict given: ``{site: value}`` of sites to condition the model on (the
             energy's ``given``), or ``None``.
-        :rtype: DiscreteEnergy
+        :rtype: ModelDensity
         :raises UnsupportedModelError: for a kernel without a model, a model with
             nothing to sample, or one the kernel's settings do not fit.
         """
@@ -250,7 +250,7 @@ class DiscreteKernel(MCMCKernel):
             raise UnsupportedModelError(
                 "{} needs a model: {}(model).".format(type(self).__name__, type(self).__name__)
             )
-        energy = DiscreteEnergy(
+        energy = ModelDensity(
             self.model,
             model_args,
             model_kwargs,
@@ -382,9 +382,9 @@ class DiscreteKernel(MCMCKernel):
         self._params = self._params_from_codes(run.state.codes)
         self._initial_params = self._params
 
-    def _traceable(self, energy: DiscreteEnergy, codes: torch.Tensor) -> bool:
+    def _traceable(self, energy: ModelDensity, codes: torch.Tensor) -> bool:
         """Compile the energy and check it against the eager model (see
-        :meth:`DiscreteEnergy.value_and_grad <pyro_gwg.DiscreteEnergy.value_and_grad>`);
+        :meth:`ModelDensity.value_and_grad <pyro_gwg.ModelDensity.value_and_grad>`);
         with ``jit_compile="auto"``, a model that fails to compile or fails the check
         runs eagerly (``False``)."""
         try:

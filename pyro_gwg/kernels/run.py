@@ -14,7 +14,7 @@ from typing import Dict, List, NamedTuple, Optional, Tuple
 import torch
 
 from pyro_gwg._warn import name_list, warn
-from pyro_gwg.bridge.density import DiscreteEnergy
+from pyro_gwg.bridge.density import ModelDensity
 from pyro_gwg.driver import ChainDriver
 from pyro_gwg.sites import BINARY
 
@@ -50,7 +50,7 @@ class ChainRun:
     :meth:`~pyro_gwg.kernels.base.DiscreteKernel.start`: the per-run state, apart from
     the kernel.
 
-    :ivar DiscreteEnergy energy: the model's density.
+    :ivar ModelDensity energy: the model's density.
     :ivar ChainDriver driver: runs the transitions (see :meth:`ChainDriver.run
         <pyro_gwg.driver.ChainDriver.run>`).
     :ivar report: what the run found so far, for the warnings at its end (pass it to
@@ -60,7 +60,7 @@ class ChainRun:
     def __init__(
         self,
         kernel,
-        energy: DiscreteEnergy,
+        energy: ModelDensity,
         driver: ChainDriver,
         report: RunReport,
         block: Tuple[int, int, int],
@@ -126,7 +126,7 @@ class RunReport:
 
     def __init__(self) -> None:
         self.categoricals: set = set()
-        self.batching: Optional[str] = None  # DiscreteEnergy.batching, once chosen
+        self.batching: Optional[str] = None  # ModelDensity.batching, once chosen
         self.eager = False  # the model failed to compile (jit_compile="auto")
         self.slow_chains: List[Tuple[int, float]] = []  # (chain, fraction of steps moved)
         self.num_chains = 0
@@ -166,7 +166,7 @@ def leave_probabilities(energy, codes: torch.Tensor, mask: torch.Tensor) -> torc
     (:data:`STUCK_PROBE_CHUNK` for a model evaluated one state at a time), in the order
     of the chains and coordinates; coordinates beyond get probability 1.
 
-    :param energy: a :class:`~pyro_gwg.DiscreteEnergy`.
+    :param energy: a :class:`~pyro_gwg.ModelDensity`.
     :param torch.Tensor codes: long ``[C, D]`` states.
     :param torch.Tensor mask: bool ``[C, D]``.
     :returns: float64 ``[C, D]``.
@@ -202,7 +202,7 @@ def leave_probabilities(energy, codes: torch.Tensor, mask: torch.Tensor) -> torc
     return leave.masked_fill(~mask, 0.0)
 
 
-def warn_if_stuck(kernel, report: RunReport, energy: DiscreteEnergy) -> None:
+def warn_if_stuck(kernel, report: RunReport, energy: ModelDensity) -> None:
     """At the end of a run, warn once about the chains that changed state in almost
     none of their steps after warmup (see :data:`STUCK_FRACTION`), and once about
     the coordinates of ``energy`` that never changed in any chain, where the
@@ -242,7 +242,7 @@ def _warn_stuck_chains(kernel, report: RunReport) -> None:
 
 
 def _warn_unchanged_coordinates(
-    kernel, report: RunReport, energy: DiscreteEnergy, stuck: torch.Tensor
+    kernel, report: RunReport, energy: ModelDensity, stuck: torch.Tensor
 ) -> None:
     parts, total, indicators = [], 0, False
     for site, block in zip(energy.sites, energy.split(stuck.unsqueeze(0))):

@@ -372,7 +372,7 @@ class CandidateGrid:
         )
 
     def flat_grad(self, grad: torch.Tensor) -> torch.Tensor:
-        """The packed gradient ``[C, D, W]`` of the energy bridge as ``[C, R]``.
+        """The packed gradient ``[C, D, W]`` of the model bridge as ``[C, R]``.
 
         :param torch.Tensor grad: packed gradient.
         :rtype: torch.Tensor

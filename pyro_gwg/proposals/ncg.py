@@ -11,7 +11,7 @@ relaxed vector :math:`\phi_i(v)`: the number ``v`` for scalar (binary and ordina
 coordinates, the one-hot vector :math:`e_v` for categorical ones. Stacking them gives
 :math:`\phi(x) \in \mathbb R^R`, ``R`` the *relaxed dimension* (one per scalar
 coordinate, ``K`` per categorical one), and :math:`g = \nabla f(\phi(x))` is the gradient
-of the log joint ``f`` in these coordinates (the packed gradient of the energy bridge).
+of the log joint ``f`` in these coordinates (the packed gradient of the model bridge).
 
 **One family of proposals.** Each sampler proposes, independently for every
 coordinate, from

@@ -9,7 +9,7 @@ from typing import Dict, List, Mapping, Optional
 
 import torch
 
-from pyro_gwg.bridge.density import DiscreteEnergy
+from pyro_gwg.bridge.density import ModelDensity
 
 __all__ = [
     "block_params",
@@ -139,7 +139,7 @@ def block_params(initial_params, block: slice, num_chains: int):
 
 
 def check_site_names(
-    energy: DiscreteEnergy, initial_params: Optional[Mapping], save_params: Optional[List[str]]
+    energy: ModelDensity, initial_params: Optional[Mapping], save_params: Optional[List[str]]
 ) -> None:
     """Refuse ``initial_params`` and ``save_params`` that name no latent site of
     ``energy``."""

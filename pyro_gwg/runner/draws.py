@@ -20,7 +20,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Union
 import torch
 from pyro.ops.stats import hpdi
 
-from pyro_gwg.bridge.density import DiscreteEnergy
+from pyro_gwg.bridge.density import ModelDensity
 from pyro_gwg.diagnostics import site_diagnostics
 from pyro_gwg.sites import ONE_HOT
 
@@ -61,13 +61,13 @@ def code_dtype(layout) -> torch.dtype:
 class SavedSites:
     """The sites of ``energy`` named in ``names`` (in the energy's order), numbered for
     codes that hold only their coordinates (``columns`` of the full codes); decodes
-    such codes as :meth:`DiscreteEnergy.values_from_codes` decodes full ones.
+    such codes as :meth:`ModelDensity.values_from_codes` decodes full ones.
 
-    :param DiscreteEnergy energy: the model's density.
+    :param ModelDensity energy: the model's density.
     :param list names: the saved sites.
     """
 
-    def __init__(self, energy: DiscreteEnergy, names: List[str]) -> None:
+    def __init__(self, energy: ModelDensity, names: List[str]) -> None:
         self.sites, columns, offset = [], [], 0
         for site in energy.sites:
             if site.name in names:
@@ -89,10 +89,10 @@ class SavedSites:
 
 
 #: what decodes the stored codes: the model's density, or its saved sites
-Decoder = Union[DiscreteEnergy, SavedSites]
+Decoder = Union[ModelDensity, SavedSites]
 
 
-def saved(energy: DiscreteEnergy, save_params: Optional[List[str]]) -> Decoder:
+def saved(energy: ModelDensity, save_params: Optional[List[str]]) -> Decoder:
     """The decoder of the codes a run with ``save_params`` stores."""
     return energy if save_params is None else SavedSites(energy, save_params)
 
@@ -106,7 +106,7 @@ class Draws:
 
     :param torch.Tensor codes: integer codes ``[C, T, D]``.
     :param dict statistics: ``{name: [C, T]}``.
-    :param decoder: the :class:`~pyro_gwg.DiscreteEnergy` of the model, or the
+    :param decoder: the :class:`~pyro_gwg.ModelDensity` of the model, or the
         :class:`SavedSites` of a run with ``save_params``.
     """
 

@@ -26,7 +26,7 @@ import torch
 from tqdm.auto import tqdm
 
 from pyro_gwg import _trace, cluster
-from pyro_gwg.bridge.density import DiscreteEnergy
+from pyro_gwg.bridge.density import ModelDensity
 from pyro_gwg.kernels.base import DiscreteKernel
 from pyro_gwg.runner.checks import block_params, check_device, check_site_names
 from pyro_gwg.runner.draws import DrawBuffers, Draws, code_dtype, saved
@@ -141,8 +141,8 @@ class Strategy:
         self.timing[phase] += now - since
         return now
 
-    def local_energy(self, args: tuple, kwargs: dict) -> DiscreteEnergy:
-        """The model's :class:`~pyro_gwg.DiscreteEnergy` in this process, to check names
+    def local_energy(self, args: tuple, kwargs: dict) -> ModelDensity:
+        """The model's :class:`~pyro_gwg.ModelDensity` in this process, to check names
         and initial values before chains run elsewhere and to decode their draws."""
         config = self.config
         energy = config.kernel.model_density(args, kwargs)
@@ -304,7 +304,7 @@ class RayBlocks(Strategy):
         )
         return RayBlock(block_config, seed, args, kwargs)
 
-    def gather(self, energy: DiscreteEnergy, results: list) -> Draws:
+    def gather(self, energy: ModelDensity, results: list) -> Draws:
         """The blocks' codes, statistics and timing, in block order."""
         for _, _, timing in results:
             for phase, seconds in timing.items():

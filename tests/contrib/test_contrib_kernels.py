@@ -5,7 +5,7 @@ import torch
 from exactness import assert_exact
 from pyro.infer import MCMC
 
-from pyro_gwg import DiscreteEnergy, exact_posterior
+from pyro_gwg import ModelDensity, exact_posterior
 from pyro_gwg.contrib.kernels import RBMBlockGibbs
 from pyro_gwg.models import random_rbm, rbm
 
@@ -19,6 +19,6 @@ def test_block_gibbs_kernel_in_pyro_mcmc_is_exact():
     assert_exact(v, exact_posterior(rbm, *params))
     diag = mcmc.diagnostics()
     assert diag["energy_evals"]["chain 0"].eq(1).all() and diag["grad_evals"]["chain 0"].eq(0).all()
-    energy = DiscreteEnergy(rbm, params)
+    energy = ModelDensity(rbm, params)
     last = v[0, -1:]
     assert torch.allclose(energy.log_joint(last), diag["log_joint"]["chain 0"][-1:], atol=1e-5)

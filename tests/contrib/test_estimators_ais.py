@@ -14,10 +14,10 @@ from small_models import SUITE
 from pyro_gwg import (
     GWG,
     NCG,
-    DiscreteEnergy,
     Gibbs,
     HammingBall,
     LocallyBalanced,
+    ModelDensity,
     UnsupportedModelError,
 )
 from pyro_gwg import exact_posterior as enumerate_model
@@ -134,7 +134,7 @@ def _base_of_mixed_model(energy):
 
 
 def test_factorised_base_matches_a_model_of_independent_sites():
-    energy = DiscreteEnergy(_mixed_model)
+    energy = ModelDensity(_mixed_model)
     base = _base_of_mixed_model(energy)
     post = enumerate_model(_mixed_model)
     states = post.states()
@@ -152,7 +152,7 @@ def test_factorised_base_matches_a_model_of_independent_sites():
 
 
 def test_factorised_base_fit_and_uniform():
-    energy = DiscreteEnergy(_mixed_model)
+    energy = ModelDensity(_mixed_model)
     uniform = FactorisedBase.uniform(energy.layout)
     states = enumerate_model(_mixed_model).states()
     assert torch.allclose(uniform.log_prob(states), torch.full((48,), -math.log(48.0)))
@@ -171,7 +171,7 @@ def test_factorised_base_ordinal_slope_is_the_central_difference():
     def model():
         pyro.sample("k", dist.Binomial(4, 0.3))
 
-    energy = DiscreteEnergy(model)
+    energy = ModelDensity(model)
     table = torch.tensor([[0.1, 0.5, 0.7, 0.3, -0.2]]).log_softmax(-1)
     base = FactorisedBase(energy.layout, table)
     codes = torch.arange(5).unsqueeze(-1)

@@ -9,10 +9,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from pyro_gwg import GWG, DiscreteEnergy, Gibbs, UnsupportedModelError, exact_posterior
+from pyro_gwg import GWG, Gibbs, ModelDensity, UnsupportedModelError, exact_posterior
 from pyro_gwg.contrib.estimators import Stage, activity_order, arm, ising_stages, rbm_stages
 from pyro_gwg.contrib.estimators.arm import log_z_increment, reseed_count, smooth_log_weights
-from pyro_gwg.contrib.estimators.driver import EstimatorEnergy
+from pyro_gwg.contrib.estimators.driver import TemperedDensity
 from pyro_gwg.contrib.estimators.weights import residual_resample
 from pyro_gwg.models import block_gibbs, ising, lattice_couplings, random_rbm
 from pyro_gwg.models import rbm_log_partition as exact_rbm_log_partition
@@ -72,11 +72,11 @@ def test_smooth_weights_give_the_exact_ratio_of_normalisers():
         now, nxt = stages[n], stages[n + 1]
         post = exact_posterior(now.model, *now.args)
         states = post.states()
-        following = EstimatorEnergy(DiscreteEnergy(nxt.model, nxt.args))
+        following = TemperedDensity(ModelDensity(nxt.model, nxt.args))
         added = torch.tensor([[0], [1]])
         next_log_joint = arm_module._next_log_joint(following, states, added)
         log_smooth = smooth_log_weights(
-            next_log_joint.double(), DiscreteEnergy(now.model, now.args).log_joint(states).double()
+            next_log_joint.double(), ModelDensity(now.model, now.args).log_joint(states).double()
         )
         ratio = float(log_z_increment(post.log_probs.double(), log_smooth))
         exact = float(exact_posterior(nxt.model, *nxt.args).log_normalizer - post.log_normalizer)

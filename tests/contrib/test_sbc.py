@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from pyro_gwg import GWG
-from pyro_gwg.bridge.density import DiscreteEnergy
+from pyro_gwg.bridge.density import ModelDensity
 from pyro_gwg.contrib.sbc import rank_statistics, sbc, uniformity_test
 
 
@@ -84,13 +84,13 @@ def test_sbc_fails_a_kernel_that_samples_a_tempered_posterior(monkeypatch):
     # a kernel that doubles the log density (a posterior counted twice) samples a
     # posterior too narrow: the ranks pile up at both ends (p = 0.0006 here, against
     # 0.09 for the exact kernel on the same simulations)
-    original = DiscreteEnergy._value_and_grad
+    original = ModelDensity._value_and_grad
 
     def doubled(self, codes, num_chains, forward=None):
         log_joint, grad = original(self, codes, num_chains, forward)
         return 2 * log_joint, 2 * grad
 
-    monkeypatch.setattr(DiscreteEnergy, "_value_and_grad", doubled)
+    monkeypatch.setattr(ModelDensity, "_value_and_grad", doubled)
     assert not _run().passed(0.01)
 
 

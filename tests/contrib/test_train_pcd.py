@@ -9,7 +9,7 @@ import pytest
 import torch
 from exactness import accept_probs, assert_exact, draw_codes
 
-from pyro_gwg import GWG, PAVG, DiscreteEnergy, Gibbs, exact_posterior
+from pyro_gwg import GWG, PAVG, Gibbs, ModelDensity, exact_posterior
 from pyro_gwg.contrib.estimators.ais import FactorisedBase
 from pyro_gwg.contrib.train import (
     PCD,
@@ -421,7 +421,7 @@ def test_pcd_errors_of_the_deep_ebm_options():
     with pytest.raises(ValueError, match="init must be one of"):
         make(init="mean")
     with pytest.raises(ValueError, match="init is a FactorisedBase over"):
-        make(init=FactorisedBase.uniform(DiscreteEnergy(ising, (torch.zeros(4, 4),)).layout))
+        make(init=FactorisedBase.uniform(ModelDensity(ising, (torch.zeros(4, 4),)).layout))
     with pytest.raises(RuntimeError, match="init='data_mean' only"):
         make().fit_init_distribution(torch.ones(2, 3))
     with pytest.raises(RuntimeError, match="build PCD\\(ema=decay\\)"):

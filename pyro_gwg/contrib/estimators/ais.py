@@ -34,9 +34,9 @@ import torch
 
 from pyro_gwg import cluster
 from pyro_gwg._validation import check_integer
-from pyro_gwg.bridge.density import DiscreteEnergy
+from pyro_gwg.bridge.density import ModelDensity
 from pyro_gwg.contrib.estimators.driver import (
-    EstimatorEnergy,
+    TemperedDensity,
     bind_kernel,
     check_kernel,
     run_kernel,
@@ -461,9 +461,9 @@ def ais(
             desc="AIS blocks",
         )
         return _combine(results)
-    energy = DiscreteEnergy(model, model_args, model_kwargs, max_plate_nesting=max_plate_nesting)
+    energy = ModelDensity(model, model_args, model_kwargs, max_plate_nesting=max_plate_nesting)
     base = _make_base(energy, base)
-    annealed = EstimatorEnergy(energy, base, beta=0.0)
+    annealed = TemperedDensity(energy, base, beta=0.0)
     driver = bind_kernel(kernel, annealed)
     with_grad = uses_gradient(kernel)
     codes = base.sample(num_particles).to(energy.device)
@@ -526,7 +526,7 @@ def _check_weights(log_weights: torch.Tensor) -> None:
         )
 
 
-def _make_base(energy: DiscreteEnergy, base) -> FactorisedBase:
+def _make_base(energy: ModelDensity, base) -> FactorisedBase:
     if isinstance(base, FactorisedBase):
         if base.layout.num_coords != energy.num_coords:
             raise ValueError(
@@ -555,7 +555,7 @@ def _make_base(energy: DiscreteEnergy, base) -> FactorisedBase:
     )
 
 
-def _site_bounded(energy: DiscreteEnergy, site) -> bool:
+def _site_bounded(energy: ModelDensity, site) -> bool:
     sizes = energy.layout.num_values()[site.offset : site.offset + site.num_coords]
     return bool(torch.isfinite(sizes).all())
 
@@ -599,7 +599,7 @@ def log_likelihood(
     """
     if not isinstance(data, dict):
         raise TypeError("data must be a dict {site: [N, ...] values}")
-    energy = DiscreteEnergy(model, model_args, model_kwargs, max_plate_nesting=max_plate_nesting)
+    energy = ModelDensity(model, model_args, model_kwargs, max_plate_nesting=max_plate_nesting)
     codes = energy.codes_from_values(data)
     return energy.log_joint(codes).double() - torch.as_tensor(log_z, dtype=torch.float64)
 

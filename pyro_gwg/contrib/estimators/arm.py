@@ -72,9 +72,9 @@ from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple, Union
 import torch
 
 from pyro_gwg import cluster
-from pyro_gwg.bridge.density import DiscreteEnergy
+from pyro_gwg.bridge.density import ModelDensity
 from pyro_gwg.contrib.estimators.driver import (
-    EstimatorEnergy,
+    TemperedDensity,
     bind_kernel,
     check_kernel,
     run_kernel,
@@ -416,7 +416,7 @@ def arm(
         num_particles, gamma_thr, i_max, resample_threshold, reseed, reseed_steps, min_reseed
     )
     build = _EnergyBuilder(stages, max_plate_nesting)
-    counters: List[EstimatorEnergy] = []
+    counters: List[TemperedDensity] = []
     first = exact_posterior(
         stages[0].model,
         *stages[0].args,
@@ -430,10 +430,10 @@ def arm(
         last = build.energy(len(stages) - 1).num_coords
         settings = settings._replace(reseed=_check_reseed(reseed, last))
     infos = []
-    current = EstimatorEnergy(build.energy(0))
+    current = TemperedDensity(build.energy(0))
     counters.append(current)
     for n in range(len(stages) - 1):
-        following = EstimatorEnergy(build.energy(n + 1))
+        following = TemperedDensity(build.energy(n + 1))
         counters.append(following)
         added = _added_values(current.layout, following.layout, n)
         steps = current.num_coords if num_moves == "sweep" else int(num_moves)
@@ -513,8 +513,8 @@ class _Transition(NamedTuple):
     stage, the next stage's energy and the joint values of the coordinates it adds."""
 
     driver: ChainDriver
-    current: EstimatorEnergy
-    following: EstimatorEnergy
+    current: TemperedDensity
+    following: TemperedDensity
     added: torch.Tensor
     steps: int
 
@@ -585,7 +585,7 @@ def _augment(next_log_joint: torch.Tensor) -> torch.Tensor:
 
 
 def _next_log_joint(
-    following: EstimatorEnergy, codes: torch.Tensor, added: torch.Tensor
+    following: TemperedDensity, codes: torch.Tensor, added: torch.Tensor
 ) -> torch.Tensor:
     """``[R, K]``: the next stage's log joint at every particle extended by every joint
     value of the added coordinates."""
@@ -653,9 +653,9 @@ class _EnergyBuilder:
         self.stages = stages
         self.max_plate_nesting = max_plate_nesting
 
-    def energy(self, n: int) -> DiscreteEnergy:
+    def energy(self, n: int) -> ModelDensity:
         stage = self.stages[n]
-        return DiscreteEnergy(
+        return ModelDensity(
             stage.model, stage.args, stage.kwargs, max_plate_nesting=self.max_plate_nesting
         )
 

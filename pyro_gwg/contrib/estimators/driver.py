@@ -4,7 +4,7 @@ evaluation counts.
 
 Every kernel samples a :class:`~pyro_gwg.density.Density` (its ``layout``,
 ``log_joint`` and ``value_and_grad``) through a :class:`~pyro_gwg.driver.ChainDriver`.
-:class:`EstimatorEnergy` is the density of an estimator:
+:class:`TemperedDensity` is the density of an estimator:
 
 .. math:: f_\beta(x) = \beta f(x) + (1 - \beta) \log p_0(x)
 
@@ -21,12 +21,12 @@ from typing import NamedTuple, Optional, Tuple
 
 import torch
 
-from pyro_gwg.bridge.density import DiscreteEnergy
+from pyro_gwg.bridge.density import ModelDensity
 from pyro_gwg.density import BaseDensity
 from pyro_gwg.driver import ChainDriver
 from pyro_gwg.kernels.base import DiscreteKernel
 
-__all__ = ["EstimatorEnergy", "bind_kernel", "check_kernel", "run_kernel"]
+__all__ = ["TemperedDensity", "bind_kernel", "check_kernel", "run_kernel"]
 
 
 class Evaluation(NamedTuple):
@@ -37,14 +37,14 @@ class Evaluation(NamedTuple):
     base: torch.Tensor
 
 
-class EstimatorEnergy(BaseDensity):
+class TemperedDensity(BaseDensity):
     r"""The density a kernel sees inside an estimator: :math:`\beta f + (1 - \beta) \log p_0`.
 
     Attributes other than ``log_joint``, ``value_and_grad`` and the eager defaults of
     :class:`~pyro_gwg.density.BaseDensity` (``layout``, ``sites``, ``check_vectorized``,
     ``raise_invalid``, ...) are those of the wrapped energy.
 
-    :param DiscreteEnergy energy: the model's energy :math:`f`.
+    :param ModelDensity energy: the model's energy :math:`f`.
     :param base: a base distribution with ``log_prob(codes)`` and ``grad(codes)`` (see
         :class:`~pyro_gwg.contrib.estimators.ais.FactorisedBase`), or ``None``.
     :param float beta: inverse temperature :math:`\beta` (ignored without a base).
@@ -55,7 +55,7 @@ class EstimatorEnergy(BaseDensity):
         coordinates (a cost that grows with the dimension, as the model's does).
     """
 
-    def __init__(self, energy: DiscreteEnergy, base=None, beta: float = 1.0) -> None:
+    def __init__(self, energy: ModelDensity, base=None, beta: float = 1.0) -> None:
         self.energy = energy
         self.base = base
         self.beta = float(beta)
@@ -165,13 +165,13 @@ def uses_gradient(kernel: DiscreteKernel) -> bool:
     return kernel.needs_gradient
 
 
-def bind_kernel(kernel: DiscreteKernel, energy: EstimatorEnergy) -> ChainDriver:
+def bind_kernel(kernel: DiscreteKernel, energy: TemperedDensity) -> ChainDriver:
     """A chain driver of ``kernel`` on ``energy``, without warmup adaptation and
     uncompiled (the estimators change the density between runs: a tempering
     ``beta``, PCD's parameters).
 
     :param DiscreteKernel kernel: the kernel.
-    :param EstimatorEnergy energy: the density it is to target.
+    :param TemperedDensity energy: the density it is to target.
     :rtype: ChainDriver
     """
     return kernel.driver_for(energy)

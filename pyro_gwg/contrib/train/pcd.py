@@ -15,10 +15,10 @@ import torch
 import torch.distributed as dist
 
 from pyro_gwg._validation import check_integer, check_number
-from pyro_gwg.bridge.density import DiscreteEnergy
+from pyro_gwg.bridge.density import ModelDensity
 from pyro_gwg.contrib.estimators.ais import FactorisedBase
 from pyro_gwg.contrib.estimators.driver import (
-    EstimatorEnergy,
+    TemperedDensity,
     bind_kernel,
     check_kernel,
     run_kernel,
@@ -208,10 +208,10 @@ class PCD:
         self.energy_reg = energy_reg
         self.preconditioner = preconditioner
         self.refresh_every = refresh_every
-        self.energy = DiscreteEnergy(
+        self.energy = ModelDensity(
             model, model_args, model_kwargs, max_plate_nesting=max_plate_nesting
         )
-        self._counted = EstimatorEnergy(self.energy)
+        self._counted = TemperedDensity(self.energy)
         self.param_names = self._find_params(model, model_args, model_kwargs or {})
         unknown = sorted(set(self.penalty) - set(self.param_names))
         if unknown:
