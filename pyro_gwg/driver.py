@@ -61,9 +61,8 @@ ONE_STEP_BACKENDS = ("auto", "aot")
 UNTIMED_CALLS = 2
 
 #: timed calls the cost model takes the median of before it decides: one call can be
-#: slow for reasons of its own (the TorchScript executor optimised a 1,500-operator
-#: graph during the third call, 0.65 s against 10 ms for the calls after it, and one
-#: such call had started a 100-second compilation of a 200-step run)
+#: slow for reasons of its own (the TorchScript executor may optimise a large graph
+#: during an early call), and one slow call must not start a long compilation
 TIMED_CALLS = 5
 
 #: what each compiler slower than ``"trace"`` is called in its announcement (see
