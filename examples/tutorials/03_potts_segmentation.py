@@ -71,8 +71,7 @@ from skimage import data, transform
 from sklearn.cluster import KMeans
 
 import pyro_gwg
-from pyro_gwg import GWG, MCMC, Gibbs
-from pyro_gwg.kernels.base import StuckChainWarning
+from pyro_gwg import GWG, MCMC, Gibbs, StuckChainWarning
 from pyro_gwg.models import lattice_potts
 
 FAST = os.environ.get("PYRO_GWG_FAST") == "1"

@@ -64,8 +64,7 @@ from pyro import poutine
 from pyro.infer import SVI, Trace_ELBO, TraceEnum_ELBO
 
 import pyro_gwg
-from pyro_gwg import GWG, MCMC
-from pyro_gwg.kernels.base import StuckChainWarning
+from pyro_gwg import GWG, MCMC, StuckChainWarning
 
 FAST = os.environ.get("PYRO_GWG_FAST") == "1"
 pyro.set_rng_seed(0)
