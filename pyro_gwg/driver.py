@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 
@@ -157,6 +157,22 @@ class MoveMonitor:
             self.unchanged &= (codes == self.first.unsqueeze(1)).all(1).all(0)
             self.unchecked_coords = bool(self.unchanged.any())
         self.steps += codes.shape[1]
+
+
+class _CallArguments(Sequence):
+    """The arguments besides the state of the current call of a compiled transition
+    (the values a density is conditioned on, ``pyro.param`` values), which the compiled
+    function sets as it starts: the density view the transition was built on reads
+    them, as tensors of the tracer while it traces."""
+
+    def __init__(self) -> None:
+        self.tensors: Tuple[torch.Tensor, ...] = ()
+
+    def __getitem__(self, index):
+        return self.tensors[index]
+
+    def __len__(self) -> int:
+        return len(self.tensors)
 
 
 class ChainDriver:
@@ -448,10 +464,13 @@ class ChainDriver:
         arguments = density.arguments
         num_state = len(state)
 
+        # the transition is built here, eagerly (a build may read its constants' values,
+        # which a tracer cannot), on the density that reads the arguments of each call
+        call = _CallArguments()
+        body = body_of(build(density.traceable(num_chains, call), **static).step)
+
         def flat(*tensors: torch.Tensor) -> tuple:
-            # the transition on the density that reads the traced arguments
-            reading = density.traceable(num_chains, tensors[num_state:])
-            body = body_of(build(reading, **static).step)
+            call.tensors = tensors[num_state:]
             with density.recording() as evaluations:
                 new_state, info, extras = body(state_type(*tensors[:num_state]))
             types.append((type(info), len(extras)))
