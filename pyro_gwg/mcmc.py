@@ -388,7 +388,7 @@ class MCMC(AbstractMCMC):
         self._clear()
         self._args, self._kwargs = args, kwargs
         strategy = RayBlocks(self._config())
-        self._draws = strategy.gather(strategy.local_energy(args, kwargs), [result])
+        self._draws = strategy.gather(strategy.local_density(args, kwargs), [result])
         self.timing = strategy.timing
         self.num_draws_kept = self._draws.num_draws
         self._status = "done"

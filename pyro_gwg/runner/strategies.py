@@ -19,6 +19,7 @@ import dataclasses
 import math
 import time
 import warnings
+from abc import ABC, abstractmethod
 from typing import Callable, Dict, List, Mapping, Optional
 
 import pyro
@@ -98,8 +99,8 @@ def _to(value, device):
     return value.to(device) if isinstance(value, torch.Tensor) else value
 
 
-class Strategy:
-    """A way to run the chains of a run.
+class Strategy(ABC):
+    """A way to run the chains of a run (one subclass per chain method).
 
     :param RunConfig config: the run's settings.
     """
@@ -118,6 +119,7 @@ class Strategy:
         #: the draws stored so far (in this process), or ``None``
         self.buffers: Optional[DrawBuffers] = None
 
+    @abstractmethod
     def run(self, args: tuple, kwargs: dict, initial_params, seeds=None) -> Draws:
         """Run the chains on the model with these arguments.
 
@@ -127,7 +129,6 @@ class Strategy:
         :param list seeds: the blocks' seeds (default: drawn from torch's generator).
         :rtype: Draws
         """
-        raise NotImplementedError
 
     def _blocks(self, seeds):
         config = self.config
@@ -141,7 +142,7 @@ class Strategy:
         self.timing[phase] += now - since
         return now
 
-    def local_energy(self, args: tuple, kwargs: dict) -> ModelDensity:
+    def local_density(self, args: tuple, kwargs: dict) -> ModelDensity:
         """The model's :class:`~pyro_gwg.ModelDensity` in this process, to check names
         and initial values before chains run elsewhere and to decode their draws."""
         config = self.config
@@ -244,7 +245,7 @@ class RayBlocks(Strategy):
     def run(self, args: tuple, kwargs: dict, initial_params, seeds=None) -> Draws:
         config = self.config
         blocks, seeds = self._blocks(seeds)
-        energy = self.local_energy(args, kwargs)
+        energy = self.local_density(args, kwargs)
         if initial_params is not None:  # refused here rather than on a worker
             values = initial_params
             if config.num_chains == 1:
@@ -345,7 +346,7 @@ class PyroChains(Strategy):
 
     def run(self, args: tuple, kwargs: dict, initial_params, seeds=None) -> Draws:
         config = self.config
-        energy = self.local_energy(args, kwargs)
+        energy = self.local_density(args, kwargs)
         mcmc = pyro.infer.MCMC(
             config.kernel,
             num_samples=config.num_samples,
