@@ -7,6 +7,7 @@ optional dependencies (ArviZ, scikit-learn) load when first used.
 """
 
 from pyro_gwg import diagnostics, enumeration, models, proposals
+from pyro_gwg.auto import Auto, ExactDraws
 from pyro_gwg.bridge.batching import BatchingWarning
 from pyro_gwg.bridge.density import ModelDensity
 from pyro_gwg.compilation import CompilationWarning
@@ -38,6 +39,8 @@ from pyro_gwg.sites import UnsupportedModelError
 __version__ = "0.1.0"
 
 __all__ = [
+    "Auto",
+    "ExactDraws",
     "AVG",
     "BatchingWarning",
     "CompilationWarning",

@@ -11,7 +11,7 @@ It is the ground truth of the test suite and a user-facing tool for small models
 
 from __future__ import annotations
 
-from typing import Dict, Optional, Tuple
+from typing import Callable, Dict, Iterable, Optional, Tuple
 
 import pyro.poutine as poutine
 import torch
@@ -28,7 +28,9 @@ __all__ = [
     "StateIndex",
     "exact_posterior",
     "lift_enumeration",
+    "draw_enumerated",
     "sample_enumerated",
+    "with_enumeration",
 ]
 
 
@@ -417,10 +419,25 @@ def lift_enumeration(model):
     :rtype: callable
     """
 
-    def lift(msg):
+    return with_enumeration(model, ())
+
+
+def with_enumeration(model: Callable, enumerated: Iterable[str]) -> Callable:
+    """``model`` with exactly the sites ``enumerated`` marked
+    ``infer={"enumerate": "parallel"}`` (marks the model sets on other sites lifted).
+
+    :param callable model: a Pyro model.
+    :param enumerated: site names.
+    :rtype: callable
+    """
+    names = frozenset(enumerated)
+
+    def config(msg):
+        if msg["name"] in names:
+            return {"enumerate": "parallel"}
         return {"enumerate": None} if msg["infer"].get("enumerate") is not None else {}
 
-    return poutine.infer_config(model, config_fn=lift)
+    return poutine.infer_config(model, config_fn=config)
 
 
 def sample_enumerated(
@@ -463,12 +480,53 @@ def sample_enumerated(
     num_draws = len(next(iter(samples.values())))
     draws: Dict[str, list] = {name: [] for name in enumerated}
     for i in range(num_draws):
-        values = {k: v[i].long() if k in index_sites else v[i] for k, v in samples.items()}
-        conditioned = poutine.condition(model, data=values)
-        discrete = infer_discrete(
-            conditioned, first_available_dim=-1 - max_plate_nesting, temperature=temperature
+        values = {k: v[i] for k, v in samples.items()}
+        drawn = draw_enumerated(
+            model, values, args, kwargs, max_plate_nesting, temperature, index_sites
         )
-        tr = _trace.trace_model(discrete, args, kwargs)
         for name in enumerated:
-            draws[name].append(tr.nodes[name]["value"])
+            draws[name].append(drawn[name])
     return {**samples, **{name: torch.stack(v) for name, v in draws.items()}}
+
+
+def draw_enumerated(
+    model,
+    values: Dict[str, torch.Tensor],
+    args: tuple,
+    kwargs: dict,
+    max_plate_nesting: int,
+    temperature: int = 1,
+    index_sites: Optional[set] = None,
+) -> Dict[str, torch.Tensor]:
+    """One draw of the sites ``model`` sums out, given ``values`` of its other latent
+    sites: :func:`pyro.infer.infer_discrete` on the model conditioned on them.
+
+    :param callable model: the model with its enumeration marks.
+    :param dict values: ``{site: value}`` of the other latent sites (float values of
+        ``Categorical`` sites, as MCMC returns them, are converted to indices).
+    :param tuple args: the model's positional arguments.
+    :param dict kwargs: its keyword arguments.
+    :param int max_plate_nesting: the model's plate nesting.
+    :param int temperature: 1 to sample, 0 for the most likely values.
+    :param set index_sites: the ``Categorical`` sites of ``values`` (found from a trace
+        when ``None``).
+    :returns: ``{site: value}`` of the enumerated sites.
+    """
+    if index_sites is None:
+        index_sites = {
+            site["name"]
+            for site in _trace.sample_sites(_trace.trace_model(model, args, kwargs))
+            if isinstance(unwrap_distribution(site["fn"]), Categorical)
+        }
+    values = {k: v.long() if k in index_sites else v for k, v in values.items()}
+    discrete = infer_discrete(
+        poutine.condition(model, data=values),
+        first_available_dim=-1 - max_plate_nesting,
+        temperature=temperature,
+    )
+    trace = _trace.trace_model(discrete, args, kwargs)
+    return {
+        site["name"]: site["value"]
+        for site in _trace.sample_sites(trace)
+        if _trace.is_enumerated(site)
+    }
