@@ -45,10 +45,10 @@ from typing import Callable, Dict, List, Mapping, Optional, Union
 
 import torch
 from pyro.infer.mcmc.api import AbstractMCMC
+from pyro.infer.mcmc.mcmc_kernel import MCMCKernel
 
 from pyro_gwg import cluster
 from pyro_gwg._validation import check_bool, check_integer, is_integer
-from pyro_gwg.kernels.base import DiscreteKernel
 from pyro_gwg.runner.checks import (
     check_device,
     check_initial_params,
@@ -58,11 +58,10 @@ from pyro_gwg.runner.checks import (
 from pyro_gwg.runner.draws import DrawBuffers, Draws
 from pyro_gwg.runner.strategies import (
     RAY_CHAINS_PER_BLOCK,
-    LocalBlocks,
-    PyroChains,
     RayBlocks,
     RunConfig,
     on_device,
+    strategy_for,
     validation,
 )
 
@@ -82,7 +81,16 @@ class MCMC(AbstractMCMC):
     ``initial_params`` (the fourth positional argument) is refused with a
     ``TypeError``: before this order was Pyro's, ``num_chains`` stood there.
 
-    :param DiscreteKernel kernel: a pyro-gwg kernel, e.g. :class:`~pyro_gwg.GWG`.
+    :param kernel: a pyro-gwg kernel, e.g. :class:`~pyro_gwg.GWG`; or a
+        :class:`~pyro_gwg.MixedGibbs` (continuous and discrete sites), or Pyro's
+        :class:`~pyro.infer.HMC` / :class:`~pyro.infer.NUTS` on a model whose discrete
+        sites are all marked for enumeration: these two run with
+        ``chain_method="vectorized"`` (or ``"sequential"``), the discrete half of all
+        the chains as one batch and one HMC/NUTS kernel per chain (Pyro has none
+        batched over chains), each chain's sweep as under :class:`pyro.infer.MCMC`
+        (see :meth:`MixedGibbs.start <pyro_gwg.kernels.mixed.MixedGibbs.start>`); their
+        draws hold the continuous sites' values as :class:`pyro.infer.MCMC` returns
+        them (constrained), and their ``initial_params`` are unconstrained, as there.
     :param int num_samples: draws per chain after warmup (before thinning), at least 1.
     :param int warmup_steps: warmup (adaptation) steps per chain, at least 0; ``None``
         (the default) means ``num_samples`` steps, as in :class:`pyro.infer.MCMC`.
@@ -174,7 +182,7 @@ class MCMC(AbstractMCMC):
 
     def __init__(
         self,
-        kernel: DiscreteKernel,
+        kernel: MCMCKernel,
         num_samples: int,
         warmup_steps: Optional[int] = None,
         initial_params: Optional[Dict[str, torch.Tensor]] = None,
@@ -201,11 +209,11 @@ class MCMC(AbstractMCMC):
                 "before was (kernel, num_samples, warmup_steps, num_chains, ...): pass "
                 "num_chains={} by keyword.".format(initial_params, initial_params)
             )
-        if not isinstance(kernel, DiscreteKernel):
-            raise TypeError(
-                "pyro_gwg.MCMC runs pyro-gwg kernels (GWG, ...); for {} use "
-                "pyro.infer.MCMC.".format(type(kernel).__name__)
+        if not isinstance(chain_method, str) or chain_method not in _CHAIN_METHODS:
+            raise ValueError(
+                "chain_method must be one of {}, got {!r}".format(_CHAIN_METHODS, chain_method)
             )
+        strategy_for(kernel, chain_method)  # a kernel it runs, under this chain method
         num_samples = check_integer("num_samples", num_samples, 1, "draws per chain")
         num_chains = check_integer("num_chains", num_chains, 1, "chains")
         super().__init__(kernel, num_chains, check_transforms(transforms))
@@ -218,10 +226,6 @@ class MCMC(AbstractMCMC):
             raise ValueError(
                 "thinning={} is more than num_samples={}: no draw would be kept. Use "
                 "thinning <= num_samples.".format(self.thinning, self.num_samples)
-            )
-        if not isinstance(chain_method, str) or chain_method not in _CHAIN_METHODS:
-            raise ValueError(
-                "chain_method must be one of {}, got {!r}".format(_CHAIN_METHODS, chain_method)
             )
         self.chain_method = chain_method
         self.chains_per_block = self._check_blocks(chains_per_block, num_workers, ray_remote_args)
@@ -329,7 +333,8 @@ class MCMC(AbstractMCMC):
         drawn."""
         self._clear()
         self._status = "running"
-        strategy = _STRATEGIES[self.chain_method](self._config())
+        strategy_class, starter = strategy_for(self.kernel, self.chain_method)
+        strategy = strategy_class(self._config(), starter)
         initial_params = self.initial_params
         if strategy.moves_to_device:
             args, kwargs, initial_params = on_device(self.device, args, kwargs, initial_params)
@@ -502,11 +507,3 @@ class MCMC(AbstractMCMC):
             raise ValueError("prob must be a number in (0, 1), got {!r}".format(prob))
         self._results().summary(float(prob))
 
-
-#: the strategy of each chain method
-_STRATEGIES = {
-    "vectorized": LocalBlocks,
-    "sequential": LocalBlocks,
-    "parallel": PyroChains,
-    "ray": RayBlocks,
-}

@@ -62,15 +62,34 @@ class Batching:
         return tuple(o.squeeze(0) for o in out)
 
     def _forward_vmap(self, codes: torch.Tensor, *relaxed: torch.Tensor, arguments=None):
-        one = partial(self._forward_one, arguments=arguments)
-        return torch.func.vmap(one, randomness="error")(codes, *relaxed)
+        if not self.given_per_chain:
+            one = partial(self._forward_one, arguments=arguments)
+            return torch.func.vmap(one, randomness="error")(codes, *relaxed)
+        # each state with its chain's given values (mapped with it), the rest shared
+        arguments = self._per_state_given(codes.shape[0], arguments)
+        count = len(self.given_names)
+        rows, shared = arguments[:count], arguments[count:]
+
+        def one(codes, rows, *relaxed):
+            given = tuple(r.unsqueeze(0) for r in rows)
+            return self._forward_one(codes, *relaxed, arguments=given + shared)
+
+        return torch.func.vmap(one, randomness="error")(codes, rows, *relaxed)
 
     def _forward_loop(
         self, num_chains: int, codes: torch.Tensor, *relaxed: torch.Tensor, arguments=None
     ):
+        count = len(self.given_names) if self.given_per_chain else 0
+        if count:  # each state with its chain's given values
+            arguments = self._per_state_given(num_chains, arguments)
         outs = [
             self._forward_plate(
-                1, codes[c : c + 1], *(r[c : c + 1] for r in relaxed), arguments=arguments
+                1,
+                codes[c : c + 1],
+                *(r[c : c + 1] for r in relaxed),
+                arguments=arguments
+                if not count
+                else tuple(a[c : c + 1] for a in arguments[:count]) + arguments[count:],
             )
             for c in range(num_chains)
         ]
@@ -89,21 +108,8 @@ class Batching:
         """
         if self.batching is not None:
             return self.batching
-        probe = self._probe_states(codes)
-        reasons = {}
-        if self.value_reads:
-            reasons["plate"] = "its Python control flow reads latent values ({})".format(
-                "; ".join(r.describe() for r in self.value_reads)
-            )
-            mode = "loop"
-        else:
-            reference = self._reference(probe)
-            mode = "loop"
-            for candidate in BATCHING_MODES[:2]:
-                reasons[candidate] = self._batching_failure(candidate, probe, reference)
-                if reasons[candidate] is None:
-                    mode = candidate
-                    break
+        with self.given_of_chain(0):  # (the states, not the given values, are probed)
+            mode, reasons = self._batching_trials(codes)
         self.batching = mode
         if mode != "plate":
             warn(
@@ -124,6 +130,27 @@ class Batching:
             )
         return mode
 
+    def _batching_trials(self, codes: torch.Tensor):
+        """``(mode, reasons)``: the fastest way to evaluate probe states built from
+        ``codes`` that gives what they give one at a time, and why each faster one
+        does not."""
+        probe = self._probe_states(codes)
+        reasons = {}
+        if self.value_reads:
+            reasons["plate"] = "its Python control flow reads latent values ({})".format(
+                "; ".join(r.describe() for r in self.value_reads)
+            )
+            mode = "loop"
+        else:
+            reference = self._reference(probe)
+            mode = "loop"
+            for candidate in BATCHING_MODES[:2]:
+                reasons[candidate] = self._batching_failure(candidate, probe, reference)
+                if reasons[candidate] is None:
+                    mode = candidate
+                    break
+        return mode, reasons
+
     def check_vectorized(self, codes: torch.Tensor) -> None:
         """Check that the model broadcasts over a leading batch dimension (the fast
         ``"plate"`` evaluation), for model authors.
@@ -134,11 +161,12 @@ class Batching:
             that differs where there is one.
         """
         probe = self._probe_states(codes)
-        failure = (
-            "its Python control flow reads latent values"
-            if self.value_reads
-            else self._batching_failure("plate", probe, self._reference(probe))
-        )
+        with self.given_of_chain(0):
+            failure = (
+                "its Python control flow reads latent values"
+                if self.value_reads
+                else self._batching_failure("plate", probe, self._reference(probe))
+            )
         if failure is not None:
             raise UnsupportedModelError(
                 "The model does not broadcast over a leading batch dimension: {}. Write "

@@ -28,9 +28,10 @@ NaN log densities (:mod:`~pyro_gwg.bridge.nan`) and compilation
 
 from __future__ import annotations
 
+import contextlib
 import math
 from functools import partial
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import pyro
 import pyro.poutine as poutine
@@ -83,6 +84,14 @@ class ModelDensity(StructureChecks, Batching, InitialStates, NanRecording, Compi
         at the values last passed to :meth:`set_given`. A compiled transition takes
         them as arguments (see :meth:`arguments`) instead of freezing the values of the
         moment it was traced, and the energy is then not compiled on its own.
+    :param bool given_per_chain: the ``given`` values carry a leading chain dimension
+        ``[C, *shape]``, one value per chain (the chains of
+        :class:`~pyro_gwg.MixedGibbs` in :class:`pyro_gwg.MCMC`): state ``n`` of a
+        batch of ``N`` states is evaluated under chain ``n % C``'s values (the order
+        in which the kernels lay out the states they evaluate: the chains, then the
+        chains again; see :func:`~pyro_gwg.proposals.blocks.evaluate_changes`), in
+        one batched run of the model as for one value (or under
+        :func:`torch.func.vmap`, or one state at a time, each with its own values).
     :param callable init_strategy: a Pyro per-site initialisation function
         (default :func:`~pyro.infer.autoguide.initialization.init_to_sample`).
     :param int max_init_tries: initial states tried per chain before giving up.
@@ -109,6 +118,7 @@ class ModelDensity(StructureChecks, Batching, InitialStates, NanRecording, Compi
         max_plate_nesting: Optional[int] = None,
         jit_compile: bool = False,
         given: Optional[Dict[str, torch.Tensor]] = None,
+        given_per_chain: bool = False,
         init_strategy=init_to_sample,
         max_init_tries: int = 100,
     ) -> None:
@@ -128,6 +138,10 @@ class ModelDensity(StructureChecks, Batching, InitialStates, NanRecording, Compi
         #: names of the sites the model is conditioned on (see :meth:`set_given`)
         self.given_names: Tuple[str, ...] = tuple(given or {})
         self._given_values: Tuple[torch.Tensor, ...] = tuple((given or {}).values())
+        #: whether the given values carry a leading chain dimension (see :meth:`_model`)
+        self.given_per_chain = bool(given_per_chain) and bool(self.given_names)
+        if self.given_per_chain:
+            self._check_given_chains(self._given_values)
         self.jit_compile = jit_compile and not self.given_names
         self.init_strategy = init_strategy
         self.max_init_tries = int(max_init_tries)
@@ -138,6 +152,8 @@ class ModelDensity(StructureChecks, Batching, InitialStates, NanRecording, Compi
         with pyro.validation_enabled(True):
             trace = self._prototype_trace()
         self._latent_order = [site["name"] for site in _trace.sample_sites(trace, "latent")]
+        # the event dimensions of the given sites (where a chain dimension goes)
+        self._given_event_dims = tuple(trace.nodes[n]["fn"].event_dim for n in self.given_names)
         self.sites: List[DiscreteSite] = []
         self.enumerated: List[str] = []
         self._discover(trace)
@@ -205,19 +221,76 @@ class ModelDensity(StructureChecks, Batching, InitialStates, NanRecording, Compi
                 "set_given needs a value for each of the sites the energy was given ({}), "
                 "got {}.".format(list(self.given_names), sorted(values))
             )
-        self._given_values = tuple(values[name] for name in self.given_names)
+        given = tuple(values[name] for name in self.given_names)
+        if self.given_per_chain:
+            self._check_given_chains(given)
+        self._given_values = given
 
-    def _model(self, arguments: Optional[Sequence[torch.Tensor]] = None):
+    def _check_given_chains(self, values: Sequence[torch.Tensor]) -> None:
+        sizes = [v.shape[0] if v.dim() else None for v in values]
+        if None in sizes or len(set(sizes)) > 1:
+            raise ValueError(
+                "given values per chain need one leading chain dimension of the same size "
+                "for every site ({}), got shapes {}.".format(
+                    list(self.given_names), [tuple(v.shape) for v in values]
+                )
+            )
+
+    @contextlib.contextmanager
+    def given_of_chain(self, chain: int) -> Iterator[None]:
+        """A context in which every state is evaluated under the given values of chain
+        ``chain`` (for a density whose given values are per chain; else nothing
+        changes): probes and messages about one chain's state use it.
+
+        :param int chain: the chain.
+        """
+        saved = self._given_values
+        if self.given_per_chain:
+            self._given_values = tuple(v[chain : chain + 1] for v in saved)
+        try:
+            yield
+        finally:
+            self._given_values = saved
+
+    def _model(self, arguments: Optional[Sequence[torch.Tensor]] = None, num_states: int = 1):
         """The model conditioned on the ``given`` sites: at ``arguments`` (a compiled
         function's tensors, in the order of :meth:`arguments`, which stand also for
-        the ``pyro.param`` sites), or at the values of :meth:`set_given`."""
+        the ``pyro.param`` sites; the given values alone, without them, read the
+        parameters from the store), or at the values of :meth:`set_given`.
+
+        Given values per chain (``given_per_chain``) are ``[K, *shape]``: state ``n``
+        of a batch of ``num_states`` states is conditioned on row ``n % K`` (``K`` is
+        the number of chains, or ``num_states`` for values already picked per state),
+        a single state on row 0; the rows of a batch go at the dimension of the batch
+        plate, left of the plates of the site."""
         model, given = self.model, self._given_values
         if arguments is not None:
             given, params = arguments[: len(given)], arguments[len(given) :]
             model = poutine.substitute(model, data=dict(zip(self.param_names, params)))
+        if self.given_per_chain and num_states == 1:
+            given = tuple(v[0] for v in given)
+        elif self.given_per_chain:
+            dims = self._given_event_dims
+            given = tuple(self._given_rows(v, d, num_states) for v, d in zip(given, dims))
         if self.given_names:
             model = poutine.condition(model, data=dict(zip(self.given_names, given)))
         return model
+
+    def _given_rows(self, value: torch.Tensor, event_dim: int, num_states: int) -> torch.Tensor:
+        """The value per chain ``value [K, *shape]`` of ``num_states > 1`` states (see
+        :meth:`_model`)."""
+        value = _rows(value, num_states)
+        pad = self.max_plate_nesting - (value.dim() - 1 - event_dim)
+        return value.reshape((num_states,) + (1,) * pad + value.shape[1:])
+
+    def _per_state_given(self, num_states: int, arguments=None) -> tuple:
+        """``arguments`` (``None``: the given values now, without the parameters) with
+        the given values per chain picked per state, ``[num_states, *shape]`` (state
+        ``n`` reads row ``n % K``), for evaluations that take the states apart."""
+        count = len(self.given_names)
+        given = self._given_values if arguments is None else tuple(arguments[:count])
+        params = () if arguments is None else tuple(arguments[count:])
+        return tuple(_rows(v, num_states) for v in given) + params
 
     # ------------------------------------------------------------------ encoding
     @property
@@ -289,7 +362,7 @@ class ModelDensity(StructureChecks, Batching, InitialStates, NanRecording, Compi
     # model batched over chains (``self.batching`` says how).
     def _trace(self, values: Dict[str, torch.Tensor], num_chains: int, arguments=None):
         model = _trace.model_at(
-            self._model(arguments),
+            self._model(arguments, num_chains),
             values,
             self.max_plate_nesting,
             batch=(CHAIN_PLATE, num_chains) if num_chains > 1 else None,
@@ -452,7 +525,11 @@ class ModelDensity(StructureChecks, Batching, InitialStates, NanRecording, Compi
         return self._value_and_grad(codes, num_chains)
 
     def log_joint(
-        self, codes: torch.Tensor, batched: bool = True, differentiable: bool = False
+        self,
+        codes: torch.Tensor,
+        batched: bool = True,
+        differentiable: bool = False,
+        chains: Optional[torch.Tensor] = None,
     ) -> torch.Tensor:
         """Log joint density of a batch of states, in double precision.
 
@@ -462,11 +539,17 @@ class ModelDensity(StructureChecks, Batching, InitialStates, NanRecording, Compi
         :param bool differentiable: keep the autograd graph, so that the result can be
             differentiated with respect to the model's parameters (for learning them,
             as :class:`pyro_gwg.contrib.train.PCD` does); by default no graph is built.
+        :param torch.Tensor chains: long ``[N]``, the chain of each state, for given
+            values per chain (``given_per_chain``; by default state ``n`` is chain
+            ``n % C``); ignored otherwise.
         :rtype: torch.Tensor
         :raises UnsupportedModelError: naming the sites and the state, when a log
             density is NaN or ``+inf``.
         """
-        return self._log_joint_at(codes, batched, differentiable)
+        arguments = None
+        if chains is not None and self.given_per_chain:
+            arguments = tuple(v[chains] for v in self._given_values)
+        return self._log_joint_at(codes, batched, differentiable, arguments)
 
     def _log_joint_at(
         self,
@@ -507,3 +590,10 @@ class ModelDensity(StructureChecks, Batching, InitialStates, NanRecording, Compi
                     log_prob = log_prob.reshape((-1,) + keep).logsumexp(0)
                 out[site["name"]] = log_prob.sum()
             return out
+
+
+def _rows(value: torch.Tensor, num_states: int) -> torch.Tensor:
+    """Row ``n % K`` of ``value [K, ...]`` for each of ``num_states`` states."""
+    if value.shape[0] == num_states:
+        return value
+    return value[torch.arange(num_states, device=value.device) % value.shape[0]]

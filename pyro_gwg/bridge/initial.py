@@ -62,13 +62,15 @@ class InitialStates:
         self.check_initial(codes)
         return codes
 
-    def _unchecked_log_joint(self, codes: torch.Tensor, batched: bool = True) -> torch.Tensor:
+    def _unchecked_log_joint(
+        self, codes: torch.Tensor, batched: bool = True, chains: Optional[torch.Tensor] = None
+    ) -> torch.Tensor:
         with self.recording():
-            return self.log_joint(codes, batched)
+            return self.log_joint(codes, batched, chains=chains)
 
     def _batched_initial_codes(self, num_chains: int) -> Optional[torch.Tensor]:
         plated = _trace.in_batch_plate(
-            self._model(), CHAIN_PLATE, num_chains, self.max_plate_nesting
+            self._model(num_states=num_chains), CHAIN_PLATE, num_chains, self.max_plate_nesting
         )
         try:
             trace = _trace.trace_model(
@@ -121,7 +123,8 @@ class InitialStates:
         for c in range(codes.shape[0]):
             if torch.isfinite(log_joint[c]):
                 continue
-            terms = self.site_log_probs(codes[c : c + 1])
+            with self.given_of_chain(c):
+                terms = self.site_log_probs(codes[c : c + 1])
             bad = [
                 "'{}' ({:g})".format(k, float(v)) for k, v in terms.items() if not torch.isfinite(v)
             ]

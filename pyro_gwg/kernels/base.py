@@ -233,6 +233,7 @@ class DiscreteKernel(MCMCKernel):
         model_args: tuple = (),
         model_kwargs: Optional[dict] = None,
         given: Optional[Dict[str, torch.Tensor]] = None,
+        given_per_chain: bool = False,
     ):
         """The model's :class:`~pyro_gwg.ModelDensity` for these arguments, with the
         kernel's settings (``max_plate_nesting``, ``init_strategy``, ...), checked
@@ -242,6 +243,8 @@ class DiscreteKernel(MCMCKernel):
         :param dict model_kwargs: its keyword arguments.
         :param dict given: ``{site: value}`` of sites to condition the model on (the
             energy's ``given``), or ``None``.
+        :param bool given_per_chain: the ``given`` values carry a leading chain
+            dimension (the energy's ``given_per_chain``).
         :rtype: ModelDensity
         :raises UnsupportedModelError: for a kernel without a model, a model with
             nothing to sample, or one the kernel's settings do not fit.
@@ -257,6 +260,7 @@ class DiscreteKernel(MCMCKernel):
             max_plate_nesting=self.max_plate_nesting,
             jit_compile=bool(self.jit_compile),
             given=given,
+            given_per_chain=given_per_chain,
             init_strategy=self.init_strategy,
         )
         if not bool((energy.layout.num_values() > 1).any()):
@@ -302,11 +306,13 @@ class DiscreteKernel(MCMCKernel):
         :param report: the ``report`` of the previous block's :class:`ChainRun` (what
             the run found so far; ``None`` for the first block).
         :param dict given: ``{site: value}`` of sites to condition the model on (see
-            :meth:`setup_given`), or ``None``.
+            :meth:`setup_given`), or ``None``; with several chains, one value per chain
+            ``[num_chains, *shape]``, each chain's states evaluated under its own (see
+            :class:`~pyro_gwg.ModelDensity`'s ``given_per_chain``).
         :rtype: ChainRun
         """
         warmup_steps = check_integer("warmup_steps", warmup_steps, 0)
-        energy = self.model_density(model_args, model_kwargs, given)
+        energy = self.model_density(model_args, model_kwargs, given, num_chains > 1)
         report = RunReport() if report is None else report
         # the blocks of chains of a run share the model: the first chose its batching
         # (with its warning)
@@ -361,7 +367,8 @@ class DiscreteKernel(MCMCKernel):
         state.
 
         :param int warmup_steps: warmup steps.
-        :param dict given: ``{site: value}`` of the sites to condition on, or ``None``.
+        :param dict given: ``{site: value}`` of the sites to condition on, or ``None``
+            (with ``vectorized_chains`` chains, one value per chain: see :meth:`start`).
         """
         self._reset()
         block = _trace.pyro_sequential_chain() or (0, 1, 0)

@@ -191,8 +191,10 @@ def leave_probabilities(energy, codes: torch.Tensor, mask: torch.Tensor) -> torc
         base = energy._unchecked_log_joint(codes, batched).double()
         log_joint = torch.cat(
             [
-                energy._unchecked_log_joint(part, batched).double()
-                for part in states.split(STUCK_PROBE_CHUNK)
+                energy._unchecked_log_joint(part, batched, chains=of).double()
+                for part, of in zip(
+                    states.split(STUCK_PROBE_CHUNK), chain.split(STUCK_PROBE_CHUNK)
+                )
             ]
         )
         delta[chain, coord, move] = torch.nan_to_num(log_joint - base[chain], nan=-math.inf)

@@ -187,25 +187,29 @@ def evaluate_changes(
     """Log joint of ``S`` modified copies of every chain's state, in batches.
 
     Row ``s`` of chain ``c`` is ``codes[c]`` with coordinates ``coords[c, s]`` set to
-    ``values[c, s]``. The ``C * S`` states are evaluated ``chunk_size`` at a time, each
-    batch in one batched run of the model.
+    ``values[c, s]``. The ``C * S`` states are evaluated row by row, each row for all
+    chains in chain order, ``chunk_size`` states at a time rounded down to whole rows
+    (at least one row), each batch in one batched run of the model: state ``n`` of a
+    batch belongs to chain ``n % C``, the order in which a density with values given
+    per chain reads them (see :class:`~pyro_gwg.ModelDensity`'s ``given_per_chain``).
 
     :param callable log_joint: ``codes [N, D] -> [N]``.
     :param torch.Tensor codes: long ``[C, D]`` current states.
     :param torch.Tensor coords: long ``[C, S, B]`` coordinates changed per row.
     :param torch.Tensor values: long ``[C, S, B]`` their new values.
-    :param int chunk_size: most states per model run.
+    :param int chunk_size: most states per model run (at least ``C``).
     :returns: ``[C, S]`` (``log_joint`` raises for a NaN log density).
     """
     num_chains, num_rows, width = values.shape
     total = num_chains * num_rows
-    coords = coords.expand(num_chains, num_rows, width).reshape(total, width)
-    values = values.reshape(total, width)
+    coords = coords.expand(num_chains, num_rows, width).transpose(0, 1).reshape(total, width)
+    values = values.transpose(0, 1).reshape(total, width)
+    per_run = max(1, chunk_size // num_chains) * num_chains
     out = []
-    for start in range(0, total, chunk_size):
-        stop = min(start + chunk_size, total)
-        rows = torch.arange(start, stop, device=codes.device)
-        states = codes[rows // num_rows].scatter(1, coords[start:stop], values[start:stop])
+    for start in range(0, total, per_run):
+        stop = min(start + per_run, total)
+        chains = torch.arange(start, stop, device=codes.device) % num_chains
+        states = codes[chains].scatter(1, coords[start:stop], values[start:stop])
         out.append(log_joint(states))
     f = torch.cat(out) if len(out) > 1 else out[0]
-    return f.reshape(num_chains, num_rows)
+    return f.reshape(num_rows, num_chains).transpose(0, 1)

@@ -5,7 +5,7 @@ for site names, when the run has the model's sites)."""
 from __future__ import annotations
 
 import numbers
-from typing import Dict, List, Mapping, Optional
+from typing import Dict, List, Mapping, Optional, Sequence
 
 import torch
 
@@ -139,11 +139,16 @@ def block_params(initial_params, block: slice, num_chains: int):
 
 
 def check_site_names(
-    energy: ModelDensity, initial_params: Optional[Mapping], save_params: Optional[List[str]]
+    energy: Optional[ModelDensity],
+    initial_params: Optional[Mapping],
+    save_params: Optional[List[str]],
+    continuous: Sequence[str] = (),
 ) -> None:
     """Refuse ``initial_params`` and ``save_params`` that name no latent site of
-    ``energy``."""
-    names = [site.name for site in energy.sites]
+    ``energy`` (``None``: no discrete sites) nor one of the ``continuous`` sites of
+    the run (a :class:`~pyro_gwg.MixedGibbs` or HMC/NUTS run)."""
+    names = [site.name for site in energy.sites] if energy is not None else []
+    names += list(continuous)
     for argument, given, fix in (
         ("initial_params has a value for", initial_params, "Remove it."),
         ("save_params names", save_params, "Save only latent sites."),
@@ -151,8 +156,12 @@ def check_site_names(
         unknown = [name for name in given or () if name not in names]
         if unknown:
             raise ValueError(
-                "{} {}, which is not a latent discrete site sampled by the kernel "
+                "{} {}, which is not a latent {}site sampled by the kernel "
                 "(latent sites: {}). {}".format(
-                    argument, ", ".join(map(repr, unknown)), ", ".join(map(repr, names)), fix
+                    argument,
+                    ", ".join(map(repr, unknown)),
+                    "" if continuous else "discrete ",
+                    ", ".join(map(repr, names)),
+                    fix,
                 )
             )

@@ -63,18 +63,19 @@ class SavedSites:
     codes that hold only their coordinates (``columns`` of the full codes); decodes
     such codes as :meth:`ModelDensity.values_from_codes` decodes full ones.
 
-    :param ModelDensity energy: the model's density.
+    :param ModelDensity energy: the model's density (``None`` for a run without
+        discrete sites: no sites).
     :param list names: the saved sites.
     """
 
-    def __init__(self, energy: ModelDensity, names: List[str]) -> None:
+    def __init__(self, energy: Optional[ModelDensity], names: List[str]) -> None:
         self.sites, columns, offset = [], [], 0
-        for site in energy.sites:
+        for site in energy.sites if energy is not None else ():
             if site.name in names:
                 columns.append(torch.arange(site.offset, site.offset + site.num_coords))
                 self.sites.append(dataclasses.replace(site, offset=offset))
                 offset += site.num_coords
-        self.columns = torch.cat(columns)
+        self.columns = torch.cat(columns) if columns else torch.zeros(0, dtype=torch.long)
 
     def values_from_codes(self, codes: torch.Tensor) -> Dict[str, torch.Tensor]:
         """Model values ``{name: [N, *value_shape]}`` of codes ``[N, D_saved]``."""
@@ -92,30 +93,47 @@ class SavedSites:
 Decoder = Union[ModelDensity, SavedSites]
 
 
-def saved(energy: ModelDensity, save_params: Optional[List[str]]) -> Decoder:
-    """The decoder of the codes a run with ``save_params`` stores."""
+def saved(energy: Optional[ModelDensity], save_params: Optional[List[str]]) -> Decoder:
+    """The decoder of the codes a run with ``save_params`` stores (``energy`` is
+    ``None`` for a run without discrete sites)."""
+    if energy is None:
+        return SavedSites(None, [])
     return energy if save_params is None else SavedSites(energy, save_params)
+
+
+def statistics_of(info) -> Dict[str, torch.Tensor]:
+    """The statistics of a run of transitions as a dict: a kernel's ``info`` (a named
+    tuple) or the dict of a :class:`~pyro_gwg.kernels.mixed.MixedRun`."""
+    return dict(info) if isinstance(info, Mapping) else info._asdict()
 
 
 class Draws:
     """The draws of a run: integer codes ``[C, T, D]`` (``D`` the coordinates of the
-    saved sites), the kernel's per-draw statistics ``{name: [C, T]}`` and the sites
-    that decode the codes. :class:`pyro_gwg.MCMC` returns its results from it
-    (:attr:`MCMC.draws <pyro_gwg.mcmc.MCMC.draws>`), and so do
-    :func:`~pyro_gwg.to_inference_data` and :func:`~pyro_gwg.typed_samples`.
+    saved discrete sites), the values of the saved continuous sites (a
+    :class:`~pyro_gwg.MixedGibbs` or HMC/NUTS run), the kernel's per-draw statistics
+    ``{name: [C, T]}`` and the sites that decode the codes. :class:`pyro_gwg.MCMC`
+    returns its results from it (:attr:`MCMC.draws <pyro_gwg.mcmc.MCMC.draws>`), and so
+    do :func:`~pyro_gwg.to_inference_data` and :func:`~pyro_gwg.typed_samples`.
 
     :param torch.Tensor codes: integer codes ``[C, T, D]``.
     :param dict statistics: ``{name: [C, T]}``.
     :param decoder: the :class:`~pyro_gwg.ModelDensity` of the model, or the
         :class:`SavedSites` of a run with ``save_params``.
+    :param dict continuous: ``{site: [C, T, *value_shape]}``, the model (constrained)
+        values of the continuous sites, as :class:`pyro.infer.MCMC` returns them.
     """
 
     def __init__(
-        self, codes: torch.Tensor, statistics: Mapping[str, torch.Tensor], decoder: Decoder
+        self,
+        codes: torch.Tensor,
+        statistics: Mapping[str, torch.Tensor],
+        decoder: Decoder,
+        continuous: Optional[Mapping[str, torch.Tensor]] = None,
     ) -> None:
         self.codes = codes
         self.statistics = dict(statistics)
         self.decoder = decoder
+        self.continuous = dict(continuous or {})
 
     @property
     def num_chains(self) -> int:
@@ -141,19 +159,23 @@ class Draws:
             are decoded.
         :param bool group_by_chain: keep the chain dimension.
         """
-        codes = self.codes
+        codes, continuous = self.codes, self.continuous
         num_chains, num_draws = codes.shape[:2]
         if num_samples is None:
-            values = _decode(self.decoder, codes)
+            values = {**_decode(self.decoder, codes), **continuous}
         elif group_by_chain:
             index = torch.randint(0, num_draws, (num_samples,), device=codes.device)
             values = _decode(self.decoder, codes[:, index])
+            values.update({k: v[:, index.to(v.device)] for k, v in continuous.items()})
         else:
             index = torch.randint(0, num_chains * num_draws, (num_samples,))
             index = index.to(codes.device)
             chosen = codes[index // num_draws, index % num_draws]
-            values = _decode(self.decoder, chosen.unsqueeze(0))
-            return {k: v[0] for k, v in values.items()}
+            values = {k: v[0] for k, v in _decode(self.decoder, chosen.unsqueeze(0)).items()}
+            for k, v in continuous.items():
+                at = index.to(v.device)
+                values[k] = v[at // num_draws, at % num_draws]
+            return values
         if not group_by_chain:
             values = {k: v.reshape((-1,) + v.shape[2:]) for k, v in values.items()}
         return values
@@ -192,11 +214,18 @@ class Draws:
         chains = ["chain {}".format(c) for c in range(self.num_chains)]
         out: Dict[str, Dict[str, object]] = OrderedDict()
         for name, value in self.statistics.items():
-            out[name] = dict(zip(chains, value.cpu()))
-        if "accepted" in self.statistics:
-            rates = self.statistics["accepted"].float().mean(-1).tolist()
-            out["acceptance rate"] = dict(zip(chains, rates))
-        out["divergences"] = {c: [] for c in chains}
+            if name != "diverging":
+                out[name] = dict(zip(chains, value.cpu()))
+        for name, value in self.statistics.items():  # "accepted", "discrete accepted"
+            if name.rpartition(" ")[2] == "accepted":
+                rates = value.float().mean(-1).tolist()
+                out[name[: -len("accepted")] + "acceptance rate"] = dict(zip(chains, rates))
+        # the draws of HMC/NUTS transitions that diverged, as Pyro lists them
+        diverging = self.statistics.get("diverging")
+        out["divergences"] = {
+            c: [] if diverging is None else diverging[i].nonzero().reshape(-1).tolist()
+            for i, c in enumerate(chains)
+        }
         return out
 
     def diagnostics(self) -> Dict[str, Dict[str, object]]:
@@ -249,13 +278,20 @@ class Draws:
             table[site.name] = OrderedDict(
                 (key, torch.cat(parts).reshape(shape)) for key, parts in columns.items()
             )
+        for name, value in self.continuous.items():
+            values = value.to(dtype).reshape(num_chains, num_draws, -1)
+            table[name] = OrderedDict(
+                (key, column.reshape(value.shape[2:]))
+                for key, column in _columns(values, summary, prob).items()
+            )
         return table
 
 
 class DrawBuffers:
     """Preallocated ``[C, num_kept, ...]`` buffers of the kept draws (codes, only the
-    coordinates of the saved sites) and of the per-draw statistics, filled on the
-    device from runs of transitions; ``kept`` counts the draws stored per chain.
+    coordinates of the saved sites; the values of the saved continuous sites) and of
+    the per-draw statistics, filled on the device from runs of transitions; ``kept``
+    counts the draws stored per chain.
 
     :param int num_chains: chains of the run.
     :param int num_kept: draws kept per chain.
@@ -264,6 +300,7 @@ class DrawBuffers:
     :param device: where the buffers are.
     :param decoder: the model's density, or its saved sites (only their coordinates
         are stored).
+    :param list continuous: the continuous sites whose values are stored.
     """
 
     def __init__(
@@ -274,6 +311,7 @@ class DrawBuffers:
         code_dtype: torch.dtype,
         device: torch.device,
         decoder: Decoder,
+        continuous: Sequence[str] = (),
     ) -> None:
         self.num_kept, self.thinning, self.code_dtype = num_kept, thinning, code_dtype
         self.decoder = decoder
@@ -285,14 +323,23 @@ class DrawBuffers:
             (num_chains, num_kept, num_coords), dtype=code_dtype, device=device
         )
         self.stats: Dict[str, torch.Tensor] = {}
+        self.continuous_names = tuple(continuous)
+        self.continuous: Dict[str, torch.Tensor] = {}
         self.kept = [0] * num_chains
 
     def store(
-        self, first: int, info, codes: torch.Tensor, log_joint: torch.Tensor, chains: slice
+        self,
+        first: int,
+        info,
+        codes: torch.Tensor,
+        log_joint: Optional[torch.Tensor],
+        chains: slice,
+        continuous: Optional[Mapping[str, torch.Tensor]] = None,
     ) -> None:
         """Keep the thinned draws among the draws ``first, first + 1, ...`` (after
-        warmup) of a run of transitions of ``chains``; ``codes [c, n, D]``, the rest
-        ``[c, n]``."""
+        warmup) of a run of transitions of ``chains``; ``codes [c, n, D]``, the
+        statistics (``info``, see :func:`statistics_of`, and ``log_joint``, or
+        ``None``) ``[c, n]``, the continuous values ``{site: [c, n, ...]}``."""
         thin = self.thinning
         offset = -(first + 1) % thin  # run position of the first draw j with (j + 1) % thin == 0
         slot = (first + offset) // thin
@@ -304,12 +351,17 @@ class DrawBuffers:
         if self.columns is not None:
             block = block.index_select(-1, self.columns)
         self.codes[chains, slot : slot + count] = block
-        for name, value in dict(info._asdict(), log_joint=log_joint).items():
-            if name not in self.stats:
-                self.stats[name] = torch.empty(
-                    (self.codes.shape[0], self.num_kept), dtype=value.dtype, device=value.device
-                )
-            self.stats[name][chains, slot : slot + count] = value[:, kept]
+        stats = statistics_of(info)
+        if log_joint is not None:
+            stats["log_joint"] = log_joint
+        values = {n: v for n, v in (continuous or {}).items() if n in self.continuous_names}
+        for buffers, new in ((self.stats, stats), (self.continuous, values)):
+            for name, value in new.items():
+                if name not in buffers:
+                    buffers[name] = value.new_empty(
+                        (self.codes.shape[0], self.num_kept) + tuple(value.shape[2:])
+                    )
+                buffers[name][chains, slot : slot + count] = value[:, kept]
         for c in range(chains.start, chains.stop):
             self.kept[c] = slot + count
 
@@ -318,7 +370,8 @@ class DrawBuffers:
         all) as :class:`Draws`."""
         chains, kept = slice(num_chains), slice(num_draws)
         stats = {k: v[chains, kept] for k, v in self.stats.items()}
-        return Draws(self.codes[chains, kept], stats, self.decoder)
+        continuous = {k: v[chains, kept] for k, v in self.continuous.items()}
+        return Draws(self.codes[chains, kept], stats, self.decoder, continuous)
 
 
 def _decode(decoder: Decoder, codes: torch.Tensor) -> Dict[str, torch.Tensor]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 import torch
 
 __all__ = ["Progress"]
@@ -32,13 +34,17 @@ class Progress:
         self.bar.set_description("{} ({})".format(self.description, message))
         self.bar.refresh()
 
-    def update(self, steps: int, accepted: torch.Tensor) -> None:
-        """Count ``steps`` steps with ``accepted`` (bool, one entry per chain and step)."""
-        self.accepted = self.accepted.to(accepted.device) + accepted.sum()
+    def update(self, steps: int, accepted: Optional[torch.Tensor]) -> None:
+        """Count ``steps`` steps with ``accepted`` (bool, one entry per chain and step;
+        ``None`` for a run without an acceptance rate to show: HMC/NUTS alone)."""
+        if accepted is not None:
+            self.accepted = self.accepted.to(accepted.device) + accepted.sum()
         self.steps += steps
         done = self.bar.n + steps
-        if not self.bar.disable and (
-            done // self.refresh > self.bar.n // self.refresh or done == self.bar.total
+        if (
+            accepted is not None
+            and not self.bar.disable
+            and (done // self.refresh > self.bar.n // self.refresh or done == self.bar.total)
         ):
             rate = float(self.accepted) / (self.steps * self.num_chains)
             self.bar.set_description(self.description, refresh=False)

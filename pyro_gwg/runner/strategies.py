@@ -7,6 +7,12 @@ around the one chain loop (:class:`~pyro_gwg.driver.ChainDriver`).
   (:func:`pyro_gwg.cluster.run_tasks`), gathered in block order;
 * :class:`PyroChains` (``"parallel"``): the chains through :class:`pyro.infer.MCMC`.
 
+:func:`strategy_for` says which strategy runs a kernel's chains: the discrete kernels
+under every chain method; :class:`~pyro_gwg.MixedGibbs` and Pyro's HMC/NUTS (on a
+model whose discrete sites are all enumerated) as :class:`LocalBlocks` of vectorised
+chains (``"vectorized"``, or ``"sequential"``), each block one
+:class:`~pyro_gwg.kernels.mixed.MixedRun`.
+
 A strategy takes the run's settings (:class:`RunConfig`), runs the chains and returns
 their :class:`~pyro_gwg.runner.draws.Draws`; it keeps the wall-clock ``timing`` of the
 run and, for a run stopped by ``KeyboardInterrupt``, the ``buffers`` filled so far.
@@ -27,10 +33,12 @@ import torch
 from tqdm.auto import tqdm
 
 from pyro_gwg import _trace, cluster
+from pyro_gwg.auto import Auto
 from pyro_gwg.bridge.density import ModelDensity
 from pyro_gwg.kernels.base import DiscreteKernel
+from pyro_gwg.kernels.mixed import MixedGibbs, start_continuous
 from pyro_gwg.runner.checks import block_params, check_device, check_site_names
-from pyro_gwg.runner.draws import DrawBuffers, Draws, code_dtype, saved
+from pyro_gwg.runner.draws import DrawBuffers, Draws, code_dtype, saved, statistics_of
 from pyro_gwg.runner.progress import Progress
 
 __all__ = [
@@ -42,6 +50,7 @@ __all__ = [
     "STEPS_PER_CALL",
     "Strategy",
     "on_device",
+    "strategy_for",
     "validation",
 ]
 
@@ -103,13 +112,17 @@ class Strategy(ABC):
     """A way to run the chains of a run (one subclass per chain method).
 
     :param RunConfig config: the run's settings.
+    :param starter: what starts a block of chains, ``starter.start(...)`` as
+        :meth:`DiscreteKernel.start <pyro_gwg.kernels.base.DiscreteKernel.start>` (see
+        :func:`strategy_for`; default: the kernel).
     """
 
     #: whether the model's arguments go to ``config.device`` in this process
     moves_to_device = True
 
-    def __init__(self, config: RunConfig) -> None:
+    def __init__(self, config: RunConfig, starter=None) -> None:
         self.config = config
+        self.starter = config.kernel if starter is None else starter
         self.timing: Dict[str, float] = {
             "setup": 0.0,
             "warmup": 0.0,
@@ -177,7 +190,7 @@ class LocalBlocks(Strategy):
         total = config.warmup_steps + config.num_samples
         progress: Optional[Progress] = None
         clock = time.perf_counter()
-        run = config.kernel.start(
+        run = self.starter.start(
             config.warmup_steps,
             args,
             kwargs,
@@ -191,16 +204,18 @@ class LocalBlocks(Strategy):
         )
         clock = self._tick("setup", clock)
         if self.buffers is None:
-            check_site_names(run.energy, config.initial_params, config.save_params)
+            continuous = getattr(run, "continuous_names", ())  # (MixedGibbs, HMC/NUTS)
+            check_site_names(run.energy, config.initial_params, config.save_params, continuous)
             device = run.state.codes.device
             # with save_params, only the saved sites' coordinates are stored
             self.buffers = DrawBuffers(
                 config.num_chains,
                 config.num_samples // config.thinning,
                 config.thinning,
-                code_dtype(run.energy.layout),
+                code_dtype(run.energy.layout) if run.energy is not None else torch.int8,
                 device,
                 saved(run.energy, config.save_params),
+                [n for n in continuous if config.save_params is None or n in config.save_params],
             )
         draws = self.buffers
         driver = run.driver
@@ -212,12 +227,13 @@ class LocalBlocks(Strategy):
         )
         phase = "warmup"
 
-        def observe(t: int, info, codes: torch.Tensor, log_joint: torch.Tensor) -> None:
+        def observe(t: int, info, codes, log_joint, continuous=None) -> None:
             if phase == "sampling":
-                draws.store(t - config.warmup_steps, info, codes, log_joint, chains)
+                draws.store(t - config.warmup_steps, info, codes, log_joint, chains, continuous)
             if config.hook_fn is not None:
                 config.hook_fn(config.kernel, run.current_values(), stage, t - start)
-            progress.update(codes.shape[1], info.accepted)
+            stats = statistics_of(info)  # (a MixedGibbs run: the discrete half's)
+            progress.update(codes.shape[1], stats.get("accepted", stats.get("discrete accepted")))
 
         try:
             for stage, phase, steps in phases:
@@ -388,3 +404,64 @@ class PyroChains(Strategy):
 def _synchronize(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+#: the strategy of each chain method, for the discrete kernels
+STRATEGIES = {
+    "vectorized": LocalBlocks,
+    "sequential": LocalBlocks,
+    "parallel": PyroChains,
+    "ray": RayBlocks,
+}
+
+
+def strategy_for(kernel, chain_method: str):
+    """``(strategy class, starter)``: how :class:`pyro_gwg.MCMC` runs the chains of
+    ``kernel`` under ``chain_method`` (one of :data:`STRATEGIES`), and what starts a
+    block of them (see :class:`Strategy`): the one place that says which kernels it
+    runs. A discrete kernel runs under every chain method;
+    :class:`~pyro_gwg.MixedGibbs` and Pyro's :class:`~pyro.infer.HMC` /
+    :class:`~pyro.infer.NUTS` run as vectorised (or sequential) blocks of chains in
+    this process (:meth:`MixedGibbs.start
+    <pyro_gwg.kernels.mixed.MixedGibbs.start>`,
+    :func:`~pyro_gwg.kernels.mixed.start_continuous`).
+
+    :param kernel: the kernel given to :class:`pyro_gwg.MCMC`.
+    :param str chain_method: the chain method.
+    :raises TypeError: for a kernel it does not run.
+    :raises ValueError: for a chain method that does not run this kernel, naming what
+        to use instead.
+    """
+    if isinstance(kernel, (DiscreteKernel, Auto)):  # (Auto: as its planned discrete kernel)
+        return STRATEGIES[chain_method], kernel
+    if isinstance(kernel, MixedGibbs):
+        starter = kernel
+    elif isinstance(kernel, pyro.infer.HMC):  # (NUTS is an HMC)
+        starter = _ContinuousKernel(kernel)
+    else:
+        raise TypeError(
+            "pyro_gwg.MCMC runs pyro-gwg kernels (GWG, ...), MixedGibbs and Pyro's HMC or "
+            "NUTS; for {} use pyro.infer.MCMC.".format(type(kernel).__name__)
+        )
+    if chain_method not in ("vectorized", "sequential"):
+        raise ValueError(
+            "pyro_gwg.MCMC runs {} with chain_method='vectorized' (the default: the "
+            "discrete half batched over chains, one HMC/NUTS kernel per chain, in this "
+            "process) or 'sequential' only, got chain_method={!r}. Use "
+            "chain_method='vectorized', or pyro.infer.MCMC(..., num_chains=..., "
+            "mp_context='spawn') for one process per chain.".format(
+                type(kernel).__name__, chain_method
+            )
+        )
+    return LocalBlocks, starter
+
+
+@dataclasses.dataclass
+class _ContinuousKernel:
+    """A Pyro HMC/NUTS kernel as a starter of blocks of chains (see
+    :func:`~pyro_gwg.kernels.mixed.start_continuous`)."""
+
+    kernel: pyro.infer.HMC
+
+    def start(self, warmup_steps: int, model_args: tuple, model_kwargs: dict, **options):
+        return start_continuous(self.kernel, warmup_steps, model_args, model_kwargs, **options)
