@@ -45,7 +45,7 @@ class FactorisedKernel(StepSizeKernel):
 
         :rtype: Algorithm
         """
-        return type(self)._build(density, self.step_size, self.window)
+        return self._scheduled(type(self)._build(density, self.step_size, self.window))
 
 
 class NCG(FactorisedKernel):
@@ -181,6 +181,13 @@ class PAVG(FactorisedKernel):
         self.preconditioner = preconditioner
         self._fitting: Optional[PreconditionerAdaptation] = None
         super().__init__(model, **settings)
+        if self.step_size_schedule is not None and preconditioner is None:
+            raise ValueError(
+                "PAVG(step_size_schedule={!r}) needs a given preconditioner: the warmup "
+                "that estimates one also adapts the step size, and does not tune a "
+                "schedule. Give preconditioner=M, or use AVG or NCG with the "
+                "schedule.".format(self.step_size_schedule)
+            )
 
     def build(self, density) -> Algorithm:
         """PAVG on ``density`` (see :func:`~pyro_gwg.proposals.ncg.build_pavg`) with the
@@ -188,7 +195,9 @@ class PAVG(FactorisedKernel):
 
         :rtype: Algorithm
         """
-        return build_pavg(density, self.step_size, self.window, self.preconditioner)
+        return self._scheduled(
+            build_pavg(density, self.step_size, self.window, self.preconditioner)
+        )
 
     def adaptation(self, density, num_warmup: int):
         step_size = self._step_size_adaptation(num_warmup)
