@@ -51,7 +51,7 @@ class DLMC(StepSizeKernel):
 
         :rtype: Algorithm
         """
-        return build_dlmc(density, self.step_size)
+        return self._scheduled(build_dlmc(density, self.step_size))
 
     def _check_density(self, density) -> None:
         check_supported_coordinates(type(self).__name__, density.layout, bounded_ordinals=True)
