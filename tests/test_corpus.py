@@ -53,17 +53,13 @@ def refusal(kernel: str, layout) -> Optional[str]:
     """The start of the error with which ``kernel`` legitimately refuses a model of this
     coordinate ``layout``, or ``None`` if it samples every site kind there.
 
-    Read from the kernels' ``_check_density`` (both through
-    :func:`pyro_gwg.kernels.support.check_supported_coordinates`): PAS samples bits and
-    categorical sites only (``pyro_gwg/kernels/path.py``), DLMC every kind but ordinals
-    of infinite support (``pyro_gwg/kernels/dlmc.py``). Every other kernel samples every
-    kind: GWG, PAS's sibling PAFS and LocallyBalanced move ordinals by +-1, the
-    factorised (NCG, AVG, PAVG, DULA) and the evaluating kernels (Gibbs,
+    Read from the kernels' ``_check_density`` (through
+    :func:`pyro_gwg.kernels.support.check_supported_coordinates`): DLMC samples every
+    kind but ordinals of infinite support (``pyro_gwg/kernels/dlmc.py``). Every other
+    kernel samples every kind: GWG, PAS, PAFS and LocallyBalanced move ordinals by +-1,
+    the factorised (NCG, AVG, PAVG, DULA) and the evaluating kernels (Gibbs,
     HammingBall) use a window for the unbounded ones.
     """
-    ordinal = layout.is_scalar & ~((layout.lower == 0) & (layout.upper == 1))
-    if kernel == "PAS" and bool(ordinal.any()):
-        return "PAS samples binary and categorical sites"
     unbounded = layout.is_scalar & torch.isinf(layout.upper)
     if kernel == "DLMC" and bool(unbounded.any()):
         return "DLMC samples binary, categorical and bounded ordinal sites"
@@ -152,7 +148,7 @@ def test_every_kernel_that_applies_runs_in_the_batched_runner(name, kernel):
     sampler = make_kernel(kernel, name)
     mcmc = pyro_gwg.MCMC(sampler, num_samples=3, warmup_steps=2, num_chains=2, disable_progbar=True)
     if refused is not None:
-        with pytest.raises(UnsupportedModelError, match=refused + ".*Use GWG or PAFS"):
+        with pytest.raises(UnsupportedModelError, match=refused + ".*Use GWG, PAS or PAFS"):
             mcmc.run(*entry.args)
         return
     mcmc.run(*entry.args)
@@ -243,13 +239,9 @@ EVERY_KERNEL = ("binomial_fixed_support", "enumerated_in_plate_above_sampled", "
 GWG_ONLY = [
     name for name in CORPUS if name not in EVERY_KERNEL and not name.startswith(("port:", "small:"))
 ]
-# (PAS refuses the ordinals of binomial_fixed_support: see refusal())
-BATCHED_RUNS = [
-    (name, kernel)
-    for name in EVERY_KERNEL
-    for kernel in EXACT_KERNELS
-    if (name, kernel) != ("binomial_fixed_support", "PAS")
-] + [(name, "GWG") for name in GWG_ONLY]
+BATCHED_RUNS = [(name, kernel) for name in EVERY_KERNEL for kernel in EXACT_KERNELS] + [
+    (name, "GWG") for name in GWG_ONLY
+]
 
 
 def _run(name, kernel, runner, sizes):

@@ -1,6 +1,7 @@
-"""PAS and PAFS as pure functions: the walk of a revisited coordinate, the probability of
-a path drawn without replacement, and detailed balance of the whole transition kernel,
-enumerated on tiny models."""
+"""PAS and PAFS as pure functions: the probability of a path drawn without replacement,
+and detailed balance of the whole transition kernel, enumerated on tiny models (every
+path of PAS, with the proposal recomputed at each of its states; every ordered path of
+PAFS)."""
 
 import itertools
 import math
@@ -12,14 +13,7 @@ import torch
 
 import pyro_gwg
 from pyro_gwg.proposals.gwg import GWGMove, apply_move, gwg_proposal, move_log_prob
-from pyro_gwg.proposals.layout import CandidateGrid
-from pyro_gwg.proposals.path import (
-    build_pafs,
-    build_pas,
-    pas_proposal,
-    visit_log_probs,
-    without_replacement_log_prob,
-)
+from pyro_gwg.proposals.path import build_pafs, build_pas, without_replacement_log_prob
 
 TEMPERATURE, WEIGHT = 2.0, 0.05
 
@@ -33,8 +27,7 @@ def bits_and_one_hot(y):
 
 
 def three_bits(y):
-    """Three coupled bits (the all-binary layout; PAS flips by the parity of the visits):
-    8 states."""
+    """Three coupled bits (the all-binary layout): 8 states."""
     b = pyro.sample("b", dist.Bernoulli(0.4).expand([3]).to_event(1))
     pyro.factor("pair", 0.8 * b[..., 0] * b[..., 1] - 0.6 * b[..., 1] * b[..., 2])
     pyro.sample("y", dist.Normal(b @ torch.tensor([1.5, -0.8, 0.6]), 0.8), obs=y)
@@ -64,54 +57,6 @@ def _assert_detailed_balance(log_joint, transitions):
     assert torch.allclose(transitions.sum(1), torch.ones_like(pi), atol=1e-9)
     flow = pi.unsqueeze(1) * transitions
     assert torch.allclose(flow, flow.T, atol=1e-9), float((flow - flow.T).abs().max())
-
-
-# ---------------------------------------------------------------------------- the walk
-
-
-def _explicit_visit_matrix(logits, weight):
-    """One visit of a coordinate with value weights ``logits [K]``, built entry by
-    entry: to every other value, proportionally to its weight, mixed with uniform."""
-    size = logits.numel()
-    matrix = torch.zeros(size, size, dtype=torch.float64)
-    for u in range(size):
-        others = [v for v in range(size) if v != u]
-        weights = logits.double()[others].exp()
-        matrix[u, others] = (1 - weight) * weights / weights.sum() + weight / len(others)
-    return matrix
-
-
-@pytest.mark.parametrize("weight", [0.0, 0.05])
-def test_the_walk_of_a_revisited_coordinate_is_a_matrix_power(weight):
-    torch.manual_seed(0)
-    logits = torch.randn(2, 3, 4)  # [C, N, V]
-    start = torch.randint(0, 4, (2, 3))
-    visits = torch.tensor([[0, 1, 2], [3, 5, 7]])
-    log_probs = visit_log_probs(logits, start, visits, max_visits=7, uniform_weight=weight)
-    assert log_probs.dtype == torch.float64
-    assert torch.allclose(log_probs.exp().sum(-1), torch.ones(2, 3, dtype=torch.float64))
-    for c, n in itertools.product(range(2), range(3)):
-        power = torch.linalg.matrix_power(
-            _explicit_visit_matrix(logits[c, n], weight), int(visits[c, n])
-        )
-        assert torch.allclose(log_probs[c, n].exp(), power[start[c, n]], atol=1e-12)
-    # no visit: the value stays; one visit: GWG's candidate distribution at the start
-    assert torch.equal(log_probs[0, 0].exp(), torch.eye(4, dtype=torch.float64)[start[0, 0]])
-
-
-def test_a_bit_ends_flipped_iff_it_is_visited_an_odd_number_of_times():
-    logits = torch.tensor([[[0.0, 3.0]] * 4])  # a strong preference changes nothing
-    visits = torch.tensor([[1, 2, 3, 4]])
-    start = torch.tensor([[0, 1, 1, 0]])
-    end = visit_log_probs(logits, start, visits, 4, 0.05).exp()
-    expected = torch.nn.functional.one_hot((start + visits) % 2, 2).double()
-    assert torch.allclose(end, expected)
-
-
-def test_categories_not_in_a_coordinate_are_never_reached():
-    logits = torch.tensor([[[0.5, -0.2, -math.inf, -math.inf]]])  # K = 2 of width 4
-    end = visit_log_probs(logits, torch.tensor([[1]]), torch.tensor([[3]]), 3, 0.05).exp()
-    assert torch.allclose(end, torch.tensor([[[1.0, 0.0, 0.0, 0.0]]], dtype=torch.float64))
 
 
 # ------------------------------------------------------------ without replacement
@@ -201,67 +146,71 @@ def test_the_pafs_check_fails_with_the_reverse_path_normalised_at_the_start():
         _assert_detailed_balance(*_pafs_transitions(energy, 2, normalise_reverse_at_start=True))
 
 
-def _visit_matrices(value_logits, weight):
-    """``[S, D, V, V]`` one-visit matrices of every coordinate at every state."""
-    rows = [
-        [
-            _explicit_visit_matrix(value_logits[s, i][torch.isfinite(value_logits[s, i])], weight)
-            for i in range(value_logits.shape[1])
-        ]
-        for s in range(value_logits.shape[0])
-    ]
-    width = value_logits.shape[-1]
-    out = torch.zeros(*value_logits.shape[:2], width, width, dtype=torch.float64)
-    for s, per_state in enumerate(rows):
-        for i, matrix in enumerate(per_state):
-            out[s, i, : matrix.shape[0], : matrix.shape[1]] = matrix
+def _single_moves(energy, codes, grad):
+    """Every single GWG move from ``codes [D]`` under the proposal built on ``grad [D, W]``:
+    ``(log q(i, v | codes; grad), moved state, move back)`` for each move of positive
+    probability."""
+    log_q_coord, log_q_cand = gwg_proposal(
+        codes[None], grad[None], energy.layout, TEMPERATURE, WEIGHT
+    )
+    out = []
+    for i, c in itertools.product(range(log_q_cand.shape[1]), range(log_q_cand.shape[2])):
+        log_q = float(log_q_coord[0, i] + log_q_cand[0, i, c])
+        if log_q == -math.inf:
+            continue
+        one = torch.ones(1, 1, dtype=torch.bool)
+        move = GWGMove(torch.tensor([[i]]), torch.tensor([[c]]), one)
+        moved, back = apply_move(codes[None], move, energy.layout)
+        out.append((log_q, moved[0], back))
     return out
 
 
-def _pas_transitions(energy, length, drop_walk_reverse=False):
-    """The PAS transition matrix, from the counts of the path's coordinates
-    (multinomial) and the matrix powers of each coordinate's walk, built entry by entry."""
+def _pas_transitions(energy, length, reverse_at_start=False):
+    """The PAS transition matrix: every path of ``length`` single moves, each drawn from
+    the proposal at the state it leaves built on the start's gradient; the reverse path
+    scored move by move under the gradient at the end (``reverse_at_start``: wrongly,
+    under the start's)."""
     layout = energy.layout
-    grid = CandidateGrid(layout)
     states = _states(energy)
     log_joint, grad = energy.value_and_grad(states)
-    log_q_coord, value_logits = pas_proposal(states, grad, layout, grid, TEMPERATURE, WEIGHT)
-    visits = _visit_matrices(value_logits, WEIGHT)
-    num_coords = layout.num_coords
-    counts = [
-        n for n in itertools.product(range(length + 1), repeat=num_coords) if sum(n) == length
-    ]
     transitions = torch.zeros(len(states), len(states), dtype=torch.float64)
-    for a, b in itertools.product(range(len(states)), repeat=2):
-        x, y = states[a], states[b]
-        for n in counts:
-            coef = math.factorial(length) / math.prod(math.factorial(k) for k in n)
-            walk_x = walk_y = 1.0
-            for i, k in enumerate(n):
-                walk_x *= float(torch.linalg.matrix_power(visits[a, i], k)[x[i], y[i]])
-                walk_y *= float(torch.linalg.matrix_power(visits[b, i], k)[y[i], x[i]])
-            if walk_x == 0:
-                continue
-            n_t = torch.tensor(n, dtype=log_q_coord.dtype)
-            log_fwd = (n_t * log_q_coord[a]).sum() + math.log(walk_x)
-            log_bwd = (n_t * log_q_coord[b]).sum() + (0 if drop_walk_reverse else math.log(walk_y))
-            ratio = min(1.0, math.exp(float(log_joint[b] - log_joint[a] + log_bwd - log_fwd)))
-            transitions[a, b] += coef * math.exp(float(log_fwd)) * ratio
+
+    def paths(codes, g, remaining):
+        """``(log q(path), [(state left, move back)...], end)`` of every path."""
+        if remaining == 0:
+            yield 0.0, [], codes
+            return
+        for log_q, moved, back in _single_moves(energy, codes, g):
+            for rest, steps, end in paths(moved, g, remaining - 1):
+                yield log_q + rest, [(moved, back)] + steps, end
+
+    for a in range(len(states)):
+        for log_fwd, steps, end in paths(states[a], grad[a], length):
+            b = int(_index(states, end[None]))
+            back_grad = grad[a] if reverse_at_start else grad[b]
+            log_bwd = 0.0
+            for moved, back in steps:  # the move from z_l back to z_{l-1}
+                log_q_coord, log_q_cand = gwg_proposal(
+                    moved[None], back_grad[None], layout, TEMPERATURE, WEIGHT
+                )
+                log_bwd += float(move_log_prob(log_q_coord, log_q_cand, back))
+            log_ratio = float(log_joint[b] - log_joint[a]) + log_bwd - log_fwd
+            transitions[a, b] += math.exp(log_fwd) * min(1.0, math.exp(log_ratio))
     transitions += torch.diag(1 - transitions.sum(1))
     return log_joint, transitions
 
 
-@pytest.mark.parametrize("model", [three_bits, bits_and_one_hot])
+@pytest.mark.parametrize("model", [three_bits, bits_and_one_hot, bit_category_count])
 @pytest.mark.parametrize("length", [1, 2, 3])
 def test_pas_is_reversible_for_every_path_length(length, model):
     energy = pyro_gwg.ModelDensity(model, (torch.tensor(1.2),))
     _assert_detailed_balance(*_pas_transitions(energy, length))
 
 
-def test_the_pas_check_fails_without_the_reverse_walk():
-    energy = pyro_gwg.ModelDensity(bits_and_one_hot, (torch.tensor(1.2),))
+def test_the_pas_check_fails_with_the_reverse_path_under_the_start_gradient():
+    energy = pyro_gwg.ModelDensity(bit_category_count, (torch.tensor(1.2),))
     with pytest.raises(AssertionError):
-        _assert_detailed_balance(*_pas_transitions(energy, 2, drop_walk_reverse=True))
+        _assert_detailed_balance(*_pas_transitions(energy, 2, reverse_at_start=True))
 
 
 def _one_step_frequencies(build, energy, start, num_chains=20000, **settings):
@@ -275,7 +224,7 @@ def _one_step_frequencies(build, energy, start, num_chains=20000, **settings):
     "build, model, transitions",
     [
         (build_pas, three_bits, _pas_transitions),
-        (build_pas, bits_and_one_hot, _pas_transitions),
+        (build_pas, bit_category_count, _pas_transitions),
         (build_pafs, bit_category_count, _pafs_transitions),
     ],
     ids=["PAS-bits", "PAS", "PAFS"],

@@ -54,4 +54,4 @@ class DLMC(StepSizeKernel):
         return self._scheduled(build_dlmc(density, self.step_size))
 
     def _check_density(self, density) -> None:
-        check_supported_coordinates(type(self).__name__, density.layout, bounded_ordinals=True)
+        check_supported_coordinates(type(self).__name__, density.layout)

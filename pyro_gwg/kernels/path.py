@@ -1,12 +1,13 @@
-r"""The path auxiliary kernels PAS and PAFS: GWG's proposal along a path of ``L``
-single-coordinate moves, with ``L`` adapted during warmup as GWG's number of flips."""
+r"""The path auxiliary kernels PAS and PAFS: a path of ``L`` single-coordinate GWG
+moves (PAS: the proposal recomputed at every state of the path; PAFS: distinct
+coordinates drawn from the proposal at the start), with ``L`` adapted during warmup as
+GWG's number of flips."""
 
 from __future__ import annotations
 
 from typing import Optional
 
 from pyro_gwg.kernels.gwg import FlipCountKernel
-from pyro_gwg.kernels.support import check_supported_coordinates
 from pyro_gwg.proposals.algorithm import Algorithm
 from pyro_gwg.proposals.path import build_pafs, build_pas
 
@@ -58,29 +59,35 @@ class _PathKernel(FlipCountKernel):
 
 
 class PAS(_PathKernel):
-    r"""The path auxiliary sampler (Sun et al. 2022) [Sun2022]_ for binary and
-    categorical latent sites.
+    r"""The path auxiliary sampler (Sun et al. 2022) [Sun2022]_, with the move weights
+    recomputed at every state of the path (the authors' ``pafs``, the gradient version
+    of their sampler; DISCS's PAFS is :class:`PAFS`).
 
-    Each step draws ``L`` coordinates :math:`i_1, \dots, i_L` *with replacement* from
-    GWG's coordinate proposal :math:`q(i \mid x)` at the current state and moves along
-    the path they define, each visit by GWG's candidate distribution under the gradient
-    at :math:`x`: a bit drawn :math:`n_i` times flips iff :math:`n_i` is odd, a
-    category ends at :math:`y_i` with probability :math:`(T_i^{n_i})_{x_i y_i}`,
-    :math:`T_i` the transition matrix of one visit. The reverse path gives the exact
+    Each step moves along a path :math:`x = z_0, z_1, \dots, z_L = y` of single GWG
+    moves: move :math:`l` is drawn from GWG's proposal at :math:`z_{l-1}`, the
+    first-order estimates :math:`\tilde d(z_{l-1}; g)` of every single move from
+    :math:`z_{l-1}` computed with the gradient :math:`g = \nabla f(x)` at the start. The
+    reverse path, back from :math:`y` under the gradient at :math:`y`, gives the exact
     acceptance probability
 
-    .. math:: \min\Big(1, e^{f(y) - f(x)} \prod_i
-              \Big(\frac{q(i \mid y)}{q(i \mid x)}\Big)^{n_i}
-              \frac{(T_i'^{\,n_i})_{y_i x_i}}{(T_i^{n_i})_{x_i y_i}}\Big)
+    .. math:: \min\Big(1, e^{f(y) - f(x)} \prod_{l=1}^{L}
+              \frac{q(i_l, v'_l \mid z_l; \nabla f(y))}{q(i_l, v_l \mid z_{l-1}; \nabla f(x))}
+              \Big)
 
-    (:mod:`pyro_gwg.proposals.path`). One forward and one backward pass per step,
-    whatever ``L``; a step takes ``L`` or, with probability 1/2 when :math:`L \ge 2`,
-    ``L - 1`` for its length (a fixed even length would keep the parity of the number
-    of ones). ``num_flips`` is ``L`` (adapted during warmup with ``"auto"``, toward the
-    0.574 of the DISCS benchmark's adaptive path samplers, Goshvadi et al. 2023
-    [Goshvadi2023]_); the settings are those of
-    :class:`~pyro_gwg.kernels.gwg.FlipCountKernel`. Ordinal sites other than bits are
-    refused (use :class:`PAFS` or :class:`~pyro_gwg.kernels.gwg.GWG`).
+    (:mod:`pyro_gwg.proposals.path`). Bits flip, categories switch, ordinals step by
+    :math:`\pm 1`.
+
+    Cost of a step: one forward and one backward pass of the model, at :math:`y`
+    (the gradient at :math:`x` is carried from the previous step), whatever ``L``, and
+    ``2 L`` evaluations of GWG's proposal (at every state of the path, under each of
+    the two gradients: tensor arithmetic, no model call), the ``L`` forward moves drawn
+    one after the other. A step takes ``L`` or, with probability 1/2 when
+    :math:`L \ge 2`, ``L - 1`` for its length (a fixed even length would keep the
+    parity of the number of ones). ``num_flips`` is ``L`` (adapted during warmup with
+    ``"auto"``, toward the 0.574 of the DISCS benchmark's adaptive path samplers,
+    Goshvadi et al. 2023 [Goshvadi2023]_); a path may move a coordinate several times,
+    so ``L`` may exceed the number of coordinates. The settings are those of
+    :class:`~pyro_gwg.kernels.gwg.FlipCountKernel`.
 
     Per-draw statistics: ``accepted``, ``accept_prob``, ``num_changed``,
     ``energy_evals``, ``grad_evals`` and ``log_joint`` (see
@@ -95,8 +102,7 @@ class PAS(_PathKernel):
     _build = staticmethod(build_pas)
 
     def _check_density(self, density) -> None:
-        # (a path may visit a coordinate several times: L > D is allowed)
-        check_supported_coordinates(type(self).__name__, density.layout, bounded_ordinals=False)
+        pass  # a path may move a coordinate several times: L > D is allowed
 
 
 class PAFS(_PathKernel):

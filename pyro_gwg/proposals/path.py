@@ -1,48 +1,45 @@
-r"""Path auxiliary proposals: PAS (Sun et al. 2022 [Sun2022]_) and its
-without-replacement variant PAFS (the fast path sampler of the DISCS benchmark,
-Goshvadi et al. 2023 [Goshvadi2023]_).
+r"""Path auxiliary proposals: PAS (Sun et al. 2022 [Sun2022]_) and PAFS, the path of
+distinct coordinates of the DISCS benchmark (Goshvadi et al. 2023 [Goshvadi2023]_).
 
-Both move ``L`` coordinates per step along a *path* of single-coordinate moves, each
-drawn from the GWG proposal (:mod:`pyro_gwg.proposals.gwg`) built on the gradient at
-the **start** :math:`x` of the path: the coordinate marginal
-:math:`q(i \mid x) = \sum_v q(i, v \mid x)` of :math:`q(i, v \mid x) = \mathrm{Softmax}
-(\tilde d(x) / \tau)` (with the kernels' defensive mixture) and, for each drawn
-coordinate, a move from the same first-order estimate. The reverse path runs from the
-proposed state :math:`y` back to :math:`x`, with the proposal built on the gradient at
-:math:`y`; the acceptance probability is :math:`\min(1, e^{f(y) - f(x)}
-q(\text{reverse path} \mid y) / q(\text{path} \mid x))`.
+Both move along a *path* of ``L`` single-coordinate GWG moves
+(:mod:`pyro_gwg.proposals.gwg`) from the current state :math:`x` to the proposed state
+:math:`y`, and accept :math:`y` with probability :math:`\min(1, e^{f(y) - f(x)}
+q(\text{reverse path} \mid y) / q(\text{path} \mid x))`, the reverse path running
+from :math:`y` back to :math:`x` with the proposal built on the gradient at :math:`y`.
+Both cost one evaluation of the model and its gradient per step, at :math:`y`.
 
-**PAS: coordinates drawn with replacement.** The path's coordinates
-:math:`i_1, \dots, i_L` are independent draws from :math:`q(\cdot \mid x)`, so the
-probability of the sequence, :math:`\prod_l q(i_l \mid x) = \prod_i q(i \mid x)^{n_i}`,
-depends on the visit counts :math:`n_i` only (the multinomial coefficient of the counts
-is the same forward and backward and cancels). A coordinate visited :math:`n_i` times
-moves :math:`n_i` times; each visit moves it from its current value :math:`u` to
-:math:`v \ne u` with probability
+**Names.** The authors' code has two path samplers: ``pas``, whose weights are the
+exact changes of :math:`f` in the neighbourhood of each intermediate state (``D``
+model evaluations per intermediate state), and ``pafs``, the "fast" one, whose weights
+are first-order estimates from the gradient at the start. This module's **PAS** is
+the authors' ``pafs``, the gradient version of the paper's sampler. The DISCS
+benchmark's ``path_auxiliary`` sampler (class ``PAFSNoReplacement``) draws distinct
+coordinates from the proposal at the start instead: that is this module's **PAFS**.
 
-.. math:: T_i(u, v) = (1 - w)\,\frac{e^{\phi_{iv}}}{\sum_{v' \ne u} e^{\phi_{iv'}}}
-          + \frac{w}{K_i - 1},
+**PAS: the weights recomputed along the path.** With :math:`g = \nabla f(x)` and
+:math:`z_0 = x`, move :math:`l` draws a single move :math:`(i_l, v_l)` from GWG's
+proposal at the *intermediate* state :math:`z_{l-1}` built on the *start* gradient,
 
-the GWG candidate distribution at :math:`u` under the start gradient
-(:math:`\phi_{iv} = g_{iv} / \tau` for a category, :math:`g_i v / \tau` for a bit,
-:math:`K_i` values, :math:`w` the uniform weight). Given the counts the coordinates move
-independently, and summing over the intermediate values of each coordinate's walk
-gives the probability of its end value, :math:`(T_i^{n_i})_{x_i y_i}`. With the counts
-:math:`n` as the auxiliary variable (drawn afresh from :math:`q(n \mid x)` at every step)
-the exact MH ratio is
+.. math:: q(i, v \mid z; g) = \mathrm{Softmax}\big(\tilde d(z; g) / \tau\big)_{iv}
 
-.. math:: \frac{e^{f(y)} \prod_i q(i \mid y)^{n_i}\, (T_i'^{\,n_i})_{y_i x_i}}
-               {e^{f(x)} \prod_i q(i \mid x)^{n_i}\, (T_i^{n_i})_{x_i y_i}},
+(the first-order estimate of :math:`f(z') - f(z)` for every single move from
+:math:`z`, with the kernels' defensive mixture), and applies it:
+:math:`z_l = z_{l-1}` moved. A coordinate moved once has its weights recomputed at its
+new value: a bit that moved up the estimated slope is unlikely to move back. The path
+ends at :math:`y = z_L`. The reverse path leaves :math:`z_l` by the move back to
+:math:`z_{l-1}`, for :math:`l = L, \dots, 1`, under the gradient at :math:`y`:
 
-:math:`T'` built on the gradient at :math:`y`: the reverse path visits the same
-coordinates in the reverse order. For a bit, :math:`T_i` is the swap of its two values
-whatever the gradient: :math:`T_i^{n_i}` is the identity for even :math:`n_i` and the
-swap for odd :math:`n_i`, so the proposal flips exactly the bits drawn an odd number of
-times and the ratio keeps only the coordinate factors
-:math:`\prod_i (q(i \mid y) / q(i \mid x))^{n_i}`, the binary PAS of Sun et al. 2022
-[Sun2022]_ with first-order (gradient) weights. A categorical coordinate's powers are
-computed by repeated squaring, in double precision. Ordinals other than bits are not
-supported (their walks would leave the :math:`\pm 1` moves of the coordinate marginal).
+.. math:: \frac{q(\text{reverse path} \mid y)}{q(\text{path} \mid x)}
+          = \prod_{l=1}^{L} \frac{q(i_l, v'_l \mid z_l; \nabla f(y))}
+                                 {q(i_l, v_l \mid z_{l-1}; \nabla f(x))},
+
+:math:`v'_l` the move that undoes :math:`v_l`. The path is an auxiliary variable, and
+the map from :math:`(x, \text{path})` to :math:`(y, \text{reverse path})` an
+involution, so the MH step is exact. Every site kind GWG samples is supported (bits
+flip, categories switch, ordinals step by :math:`\pm 1`). A step draws its ``L`` moves
+one after the other and evaluates GWG's proposal ``2 L`` times, at every state of the
+path under each gradient: arithmetic on ``[C, D, M]`` tensors, no model call (one
+evaluation of the model and its gradient per step, at :math:`y`).
 
 **PAFS: coordinates drawn without replacement.** The path's ``L`` coordinates are
 distinct, drawn one after the other from :math:`q(\cdot \mid x)` restricted to those not
@@ -62,16 +59,18 @@ supported (ordinals step by :math:`\pm 1` as in GWG). The remaining masses
 precision when the drawn coordinates carry almost all the mass.
 
 **The path length.** A path of fixed even length would never change the parity of the
-number of ones of a binary state (PAFS flips exactly ``L`` bits, PAS a number of bits of
-the parity of ``L``), and a chain confined to one parity class is exact but not
-irreducible. Each step therefore draws its length afresh, independently of the state:
-the state's ``num_flips`` ``L`` or, when :math:`L \ge 2`, :math:`L - 1`, with
-probability 1/2 each. The kernel is the mixture of the two path kernels, each reversible,
-and two consecutive lengths reach both parity classes. (DISCS's PAFS randomises its
-length too, by a Poisson draw around its radius.) With ``max_flips``, ``L`` is a run-time
-value (adapted in warmup by :class:`~pyro_gwg.adaptation.NumFlipsAdaptation`, as GWG's
-number of flips): ``max_flips`` draws are made and those past the step's length are
-masked.
+number of ones of a binary state (every move flips one bit), and a chain confined to
+one parity class is exact but not irreducible. Each step therefore draws its length
+afresh, independently of the state: the state's ``num_flips`` ``L`` or, when
+:math:`L \ge 2`, :math:`L - 1`, with probability 1/2 each. The kernel is the mixture
+of the two path kernels, each reversible, and two consecutive lengths reach both parity
+classes. (The authors' code draws the length uniformly from :math:`\{1, \dots, 2U -
+1\}` for a radius :math:`U`. DISCS's PAFS does not randomise it: every chain takes the
+rounded value of a radius that DISCS adapts after every step, by the batch's mean
+acceptance minus the target 0.574, clipped to :math:`[1, D]`, for the whole run.) With
+``max_flips``, ``L`` is a run-time value (adapted in warmup by
+:class:`~pyro_gwg.adaptation.NumFlipsAdaptation`, as GWG's number of flips, then
+fixed): ``max_flips`` moves are drawn and those past the step's length are masked.
 """
 
 from __future__ import annotations
@@ -87,18 +86,17 @@ from pyro_gwg.proposals.gwg import (
     GWGMove,
     GWGState,
     ValueAndGrad,
-    _first_draw_index,
     _gumbel_argmax,
     apply_move,
     distinct_counts,
     distinct_draws,
     gwg_init,
     gwg_proposal,
-    inverse_cdf_draws,
     log_mass_left,
     move_log_prob,
+    sample_move,
 )
-from pyro_gwg.proposals.layout import CandidateGrid, CoordinateLayout
+from pyro_gwg.proposals.layout import CoordinateLayout
 from pyro_gwg.proposals.mh import accept_probability, metropolis_hastings, select
 
 __all__ = [
@@ -107,30 +105,27 @@ __all__ = [
     "build_pas",
     "pafs_step",
     "pas_init",
-    "pas_proposal",
     "pas_step",
     "path_length_mask",
-    "visit_log_probs",
+    "path_log_prob",
     "without_replacement_log_prob",
 ]
 
 
 class PASState(NamedTuple):
-    """State of a batch of PAS chains, with the proposal at the current state cached.
+    """State of a batch of PAS chains, with the gradient at the current state cached.
 
     :ivar torch.Tensor codes: long ``[C, D]`` coordinates.
     :ivar torch.Tensor log_joint: ``[C]`` log joint density at ``codes``.
-    :ivar torch.Tensor log_q_coord: ``[C, D]`` log coordinate marginal of the proposal.
-    :ivar torch.Tensor value_logits: ``[C, D, V]`` first-order log weights
-        :math:`\\phi_{iv}` of the values of each coordinate (``-inf`` past its last).
+    :ivar torch.Tensor grad: ``[C, D, W]`` packed gradient of the log joint at ``codes``
+        (the forward path's proposals are all built on it).
     :ivar torch.Tensor num_flips: long ``[C]`` path length ``L`` (a step's path has
         length ``L`` or ``L - 1``; see :func:`path_length_mask`).
     """
 
     codes: torch.Tensor
     log_joint: torch.Tensor
-    log_q_coord: torch.Tensor
-    value_logits: torch.Tensor
+    grad: torch.Tensor
     num_flips: torch.Tensor
 
 
@@ -156,156 +151,101 @@ def _masked_sum(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 # ------------------------------------------------------------------------------ PAS
-def visit_log_probs(
-    value_logits: torch.Tensor,
-    start: torch.Tensor,
-    visits: torch.Tensor,
-    max_visits: int,
-    uniform_weight: float = 0.0,
-) -> torch.Tensor:
-    r"""Log probabilities of a coordinate's value after ``visits`` moves of PAS: the row
-    ``start`` of :math:`T^{n}` (see the module docstring), by repeated squaring.
-
-    :param torch.Tensor value_logits: ``[C, N, V]`` log weights :math:`\phi` of the
-        values of each coordinate (``-inf`` for values it does not have).
-    :param torch.Tensor start: long ``[C, N]`` value before the first visit.
-    :param torch.Tensor visits: long ``[C, N]`` number of visits :math:`n` (0: stays).
-    :param int max_visits: an upper bound of ``visits``.
-    :param float uniform_weight: weight :math:`w` of the uniform move.
-    :returns: float64 ``[C, N, V]`` log probabilities of the end value.
-    """
-    width = value_logits.shape[-1]
-    same = torch.eye(width, dtype=torch.bool, device=value_logits.device)
-    logits = value_logits.double().unsqueeze(-2).expand(*value_logits.shape[:-1], width, width)
-    moves = torch.softmax(logits.masked_fill(same, -math.inf), dim=-1)  # row u: to v != u
-    if uniform_weight > 0:
-        others = (torch.isfinite(logits) & ~same).double()
-        uniform = others / others.sum(-1, keepdim=True)
-        moves = (1 - uniform_weight) * moves + uniform_weight * uniform
-    prob = torch.nn.functional.one_hot(start, width).double()
-    power = moves
-    num_bits = max(int(max_visits), 1).bit_length()
-    for bit in range(num_bits):
-        take = ((visits >> bit) & 1).bool().unsqueeze(-1)
-        prob = torch.where(take, (prob.unsqueeze(-2) @ power).squeeze(-2), prob)
-        if bit + 1 < num_bits:
-            power = power @ power
-    return prob.log()
-
-
-def pas_proposal(
-    codes: torch.Tensor,
+def path_log_prob(
+    states: torch.Tensor,
+    moves: GWGMove,
+    active: torch.Tensor,
     grad: torch.Tensor,
     layout: CoordinateLayout,
-    grid: CandidateGrid,
     temperature: float = 2.0,
     uniform_weight: float = 0.0,
-) -> Tuple[torch.Tensor, torch.Tensor]:
-    r"""The PAS proposal at ``codes``: GWG's coordinate marginal and the value weights
-    :math:`\phi = g / \tau` of every coordinate.
+) -> torch.Tensor:
+    r"""Log probability of paths of single GWG moves, each move scored by the proposal
+    at the state it leaves, built on one gradient per chain: :math:`\sum_l \log q(i_l,
+    v_l \mid z_{l-1}; g)` (see the module docstring). The ``L`` proposals are
+    evaluated at once, on ``[C L, D, M]`` tensors.
 
-    :param torch.Tensor codes: long ``[C, D]``.
-    :param torch.Tensor grad: ``[C, D, M]`` packed gradient at ``codes``.
+    :param torch.Tensor states: long ``[C, L, D]``, the state each move leaves.
+    :param GWGMove moves: the moves, ``draws`` and ``candidate`` long ``[C, L]``.
+    :param torch.Tensor active: bool ``[C, L]``, the moves that count.
+    :param torch.Tensor grad: ``[C, D, W]`` the packed gradient the paths are built on.
     :param CoordinateLayout layout: the coordinate layout.
-    :param CandidateGrid grid: the values of every coordinate.
-    :param float temperature: proposal temperature :math:`\tau`.
-    :param float uniform_weight: weight :math:`w` of the uniform component.
-    :returns: ``(log q(i | x) [C, D], value_logits [C, D, V])``.
+    :param float temperature: proposal temperature.
+    :param float uniform_weight: weight of the uniform component of the proposal.
+    :returns: ``[C]``.
     """
-    log_q_coord = gwg_proposal(codes, grad, layout, temperature, uniform_weight)[0]
-    flat = grid.flat_grad(grad) / temperature
-    value_logits = grid.logits(flat, flat.new_zeros(codes.shape[0]), codes)[0]
-    return log_q_coord, value_logits
+    chains, length, dim = states.shape
+    grads = grad.unsqueeze(1).expand(chains, length, *grad.shape[1:]).flatten(0, 1)
+    proposal = gwg_proposal(states.reshape(-1, dim), grads, layout, temperature, uniform_weight)
+    draws, candidate = (field.reshape(-1, 1) for field in moves[:2])
+    single = GWGMove(draws, candidate, torch.ones_like(draws, dtype=torch.bool))
+    log_q = move_log_prob(*proposal, single).reshape(chains, length)
+    return _masked_sum(log_q, active)
 
 
-def pas_init(
-    codes: torch.Tensor,
-    value_and_grad: ValueAndGrad,
-    layout: CoordinateLayout,
-    grid: CandidateGrid,
-    temperature: float = 2.0,
-    uniform_weight: float = 0.0,
-    num_flips: int = 1,
-) -> PASState:
+def pas_init(codes: torch.Tensor, value_and_grad: ValueAndGrad, num_flips: int = 1) -> PASState:
     """Initial PAS state: one evaluation of ``value_and_grad`` at ``codes``.
 
     :param torch.Tensor codes: long ``[C, D]``.
     :param callable value_and_grad: ``codes -> (log_joint [C], grad [C, D, W])``.
-    :param CoordinateLayout layout: the coordinate layout.
-    :param CandidateGrid grid: the values of every coordinate.
-    :param float temperature: proposal temperature.
-    :param float uniform_weight: weight of the uniform component of the proposal.
     :param int num_flips: path length (the state's ``num_flips``).
     :rtype: PASState
     """
     log_joint, grad = value_and_grad(codes)
-    proposal = pas_proposal(codes, grad, layout, grid, temperature, uniform_weight)
-    return PASState(codes, log_joint, *proposal, torch.full_like(codes[:, 0], num_flips))
+    return PASState(codes, log_joint, grad, torch.full_like(codes[:, 0], num_flips))
 
 
 def pas_step(
     state: PASState,
     value_and_grad: ValueAndGrad,
     layout: CoordinateLayout,
-    grid: CandidateGrid,
     temperature: float = 2.0,
     num_flips: int = 1,
     uniform_weight: float = 0.0,
     max_flips: Optional[int] = None,
 ) -> Tuple[PASState, GWGInfo]:
-    """One PAS transition of every chain (see the module docstring); one evaluation of
-    ``value_and_grad``, at the proposed state.
+    """One PAS transition of every chain (see the module docstring). Cost: one
+    evaluation of ``value_and_grad``, at the proposed state (the start's gradient is
+    carried in the state), and ``2 L`` evaluations of GWG's proposal, one at each
+    state of the path under each of the two gradients (arithmetic on ``[C, D, M]``
+    tensors, no model call); the ``L`` forward moves are drawn one after the other.
 
     :param PASState state: current state.
     :param callable value_and_grad: ``codes -> (log_joint [C], grad [C, D, W])``.
-    :param CoordinateLayout layout: the coordinate layout (bits and categoricals).
-    :param CandidateGrid grid: the values of every coordinate.
+    :param CoordinateLayout layout: the coordinate layout.
     :param float temperature: proposal temperature.
     :param int num_flips: path length (without ``max_flips``).
     :param float uniform_weight: weight of the uniform component of the proposal.
     :param int max_flips: the largest run-time path length, or ``None``.
     :returns: ``(new_state, info)``.
     """
-    codes, log_joint, log_q_coord, value_logits, flips = state
+    codes, log_joint, grad, flips = state
     size, active = path_length_mask(flips, num_flips, max_flips)
-    draws = inverse_cdf_draws(log_q_coord, size)
-    draws = torch.where(active, draws, draws[:, :1])  # inactive: repeat the first, count nothing
-    visits = torch.zeros_like(codes).scatter_add(1, draws, active.long())
-    log_forward = _masked_sum(log_q_coord.gather(1, draws), active)
-    if layout.all_binary:  # a bit visited n times ends flipped iff n is odd
-        proposed = (codes + visits) % 2
-    else:
-        first = _first_draw_index(draws, codes.shape[1])
-        distinct = first == torch.arange(size, device=draws.device)
-        walks = torch.where(distinct, visits.gather(1, draws), 0)
-        start = codes.gather(1, draws)
-        rows = value_logits.gather(1, draws.unsqueeze(-1).expand(-1, -1, value_logits.shape[-1]))
-        forward = visit_log_probs(rows, start, walks, size, uniform_weight)
-        end = _gumbel_argmax(forward).gather(1, first)
-        proposed = codes.scatter(1, draws, end)
-        log_forward = log_forward + _masked_sum(
-            forward.gather(-1, end.unsqueeze(-1)).squeeze(-1), distinct
-        ).to(log_forward.dtype)
+    current, log_forward = codes, log_joint.new_zeros(codes.shape[0])
+    visited, draws, back = [], [], []  # the state after each move, the move undoing it
+    for k in range(size):
+        log_q_coord, log_q_cand = gwg_proposal(current, grad, layout, temperature, uniform_weight)
+        move = sample_move(log_q_coord, log_q_cand)
+        moved, reverse = apply_move(current, move, layout)
+        log_q = move_log_prob(log_q_coord, log_q_cand, move)
+        log_forward = log_forward + torch.where(active[:, k], log_q, 0.0)
+        current = torch.where(active[:, k : k + 1], moved, current)
+        visited.append(current)
+        draws.append(reverse.draws)
+        back.append(reverse.candidate)
+    proposed = current
     log_joint_new, grad_new = value_and_grad(proposed)
-    log_q_coord_new, value_logits_new = pas_proposal(
-        proposed, grad_new, layout, grid, temperature, uniform_weight
+    # the reverse path leaves z_l by the move back to z_{l-1}, under the gradient at y
+    reverse = GWGMove(torch.cat(draws, 1), torch.cat(back, 1), active)
+    log_reverse = path_log_prob(
+        torch.stack(visited, 1), reverse, active, grad_new, layout, temperature, uniform_weight
     )
-    log_reverse = _masked_sum(log_q_coord_new.gather(1, draws), active)
-    if not layout.all_binary:
-        rows = value_logits_new.gather(
-            1, draws.unsqueeze(-1).expand(-1, -1, value_logits_new.shape[-1])
-        )
-        reverse = visit_log_probs(rows, end, walks, size, uniform_weight)
-        log_reverse = log_reverse + _masked_sum(
-            reverse.gather(-1, start.unsqueeze(-1)).squeeze(-1), distinct
-        ).to(log_reverse.dtype)
     log_ratio = log_joint_new - log_joint + log_reverse - log_forward
     accepted = metropolis_hastings(log_ratio)
     new_state = PASState(
         select(accepted, proposed, codes),
         select(accepted, log_joint_new, log_joint),
-        select(accepted, log_q_coord_new, log_q_coord),
-        select(accepted, value_logits_new, value_logits),
+        select(accepted, grad_new, grad),
         flips,
     )
     return new_state, _path_info(accepted, log_ratio, proposed, codes)
@@ -329,8 +269,7 @@ def build_pas(
     """PAS as an ``(init, step)`` pair on ``density`` (see
     :mod:`pyro_gwg.proposals.algorithm`): :func:`pas_init` and :func:`pas_step`.
 
-    :param density: a :class:`~pyro_gwg.density.Density` whose coordinates are bits and
-        categoricals.
+    :param density: a :class:`~pyro_gwg.density.Density`.
     :param float temperature: proposal temperature.
     :param int num_flips: path length (the initial state's, with ``max_flips``).
     :param float uniform_weight: weight of the uniform component of the proposal.
@@ -339,19 +278,15 @@ def build_pas(
     :rtype: Algorithm
     """
     layout = density.layout
-    grid = CandidateGrid(layout)
 
     def init(codes: torch.Tensor) -> PASState:
-        return pas_init(
-            codes, density.value_and_grad, layout, grid, temperature, uniform_weight, num_flips
-        )
+        return pas_init(codes, density.value_and_grad, num_flips)
 
     def step(state: PASState) -> Tuple[PASState, GWGInfo]:
         return pas_step(
             state,
             density.value_and_grad,
             layout,
-            grid,
             temperature,
             num_flips,
             uniform_weight,
