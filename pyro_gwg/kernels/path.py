@@ -81,13 +81,13 @@ class PAS(_PathKernel):
     (the gradient at :math:`x` is carried from the previous step), whatever ``L``, and
     ``2 L`` evaluations of GWG's proposal (at every state of the path, under each of
     the two gradients: tensor arithmetic, no model call), the ``L`` forward moves drawn
-    one after the other. A step takes ``L`` or, with probability 1/2 when
-    :math:`L \ge 2`, ``L - 1`` for its length (a fixed even length would keep the
-    parity of the number of ones). ``num_flips`` is ``L`` (adapted during warmup with
-    ``"auto"``, toward the 0.574 of the DISCS benchmark's adaptive path samplers,
-    Goshvadi et al. 2023 [Goshvadi2023]_); a path may move a coordinate several times,
-    so ``L`` may exceed the number of coordinates. The settings are those of
-    :class:`~pyro_gwg.kernels.gwg.FlipCountKernel`.
+    one after the other: on a cheap model a step costs more time than GWG's. A step
+    takes ``L`` or, with probability 1/2 when :math:`L \ge 2`, ``L - 1`` for its length
+    (a fixed even length would keep the parity of the number of ones). ``num_flips``
+    is ``L`` (adapted during warmup with ``"auto"``, toward the 0.574 of the DISCS
+    benchmark's adaptive path samplers, Goshvadi et al. 2023 [Goshvadi2023]_); a path
+    may move a coordinate several times, so ``L`` may exceed the number of coordinates.
+    The settings are those of :class:`~pyro_gwg.kernels.gwg.FlipCountKernel`.
 
     Per-draw statistics: ``accepted``, ``accept_prob``, ``num_changed``,
     ``energy_evals``, ``grad_evals`` and ``log_joint`` (see
@@ -106,8 +106,10 @@ class PAS(_PathKernel):
 
 
 class PAFS(_PathKernel):
-    r"""The path auxiliary sampler without replacement (the PAFS of the DISCS benchmark,
-    Goshvadi et al. 2023 [Goshvadi2023]_, after Sun et al. 2022 [Sun2022]_).
+    r"""The path auxiliary sampler without replacement: the ``path_auxiliary`` sampler of
+    the DISCS benchmark (its class ``PAFSNoReplacement``; Goshvadi et al. 2023
+    [Goshvadi2023]_, after Sun et al. 2022 [Sun2022]_). Not the authors' ``pafs``,
+    which recomputes the proposal along the path: that is :class:`PAS`.
 
     Each step draws ``L`` *distinct* coordinates one after the other from GWG's
     coordinate proposal :math:`q(i \mid x)` restricted to those not drawn yet, and moves

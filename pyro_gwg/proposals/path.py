@@ -36,10 +36,11 @@ ends at :math:`y = z_L`. The reverse path leaves :math:`z_l` by the move back to
 :math:`v'_l` the move that undoes :math:`v_l`. The path is an auxiliary variable, and
 the map from :math:`(x, \text{path})` to :math:`(y, \text{reverse path})` an
 involution, so the MH step is exact. Every site kind GWG samples is supported (bits
-flip, categories switch, ordinals step by :math:`\pm 1`). A step draws its ``L`` moves
-one after the other and evaluates GWG's proposal ``2 L`` times, at every state of the
-path under each gradient: arithmetic on ``[C, D, M]`` tensors, no model call (one
-evaluation of the model and its gradient per step, at :math:`y`).
+flip, categories switch, ordinals step by :math:`\pm 1`). Besides the model
+evaluation at :math:`y`, a step evaluates GWG's proposal ``2 L`` times, at every state
+of the path under each gradient (arithmetic on ``[C, D, M]`` tensors, no model call):
+``L`` times one after the other as it draws the moves, then ``L`` times at once, on
+``[C L, D, M]`` tensors, for the reverse path.
 
 **PAFS: coordinates drawn without replacement.** The path's ``L`` coordinates are
 distinct, drawn one after the other from :math:`q(\cdot \mid x)` restricted to those not
@@ -208,7 +209,8 @@ def pas_step(
     evaluation of ``value_and_grad``, at the proposed state (the start's gradient is
     carried in the state), and ``2 L`` evaluations of GWG's proposal, one at each
     state of the path under each of the two gradients (arithmetic on ``[C, D, M]``
-    tensors, no model call); the ``L`` forward moves are drawn one after the other.
+    tensors, no model call): the ``L`` forward moves are drawn one after the other,
+    the reverse path is scored in one batch (:func:`path_log_prob`).
 
     :param PASState state: current state.
     :param callable value_and_grad: ``codes -> (log_joint [C], grad [C, D, W])``.
