@@ -98,9 +98,11 @@ middle: the same against training time; right: the learning curves at the larges
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 import time
+from pathlib import Path
 from typing import Dict, List, Optional
 
 import pyro
@@ -149,6 +151,16 @@ SAMPLERS = {
     "pavg": (
         lambda a: PAVG(step_size=a.pavg_step_size, adapt_step_size=False, jit_compile=False),
         lambda a: {"preconditioner": current_preconditioner, "refresh_every": a.refresh_every},
+    ),
+    "pavg_agnostic": (
+        lambda a: PAVG(
+            step_size=a.pavg_agnostic_step_size, adapt_step_size=False, jit_compile=False
+        ),
+        lambda a: {
+            "preconditioner": "chains",
+            "refresh_every": a.refresh_every,
+            "preconditioner_window": a.pavg_window,
+        },
     ),
 }
 
@@ -456,7 +468,25 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         help="fixed PAVG epsilon (default 2000: d = 0.001 - min(eig M, 0), block Gibbs)",
     )
     parser.add_argument(
+        "--pavg-agnostic-step-size",
+        type=float,
+        default=0.2,
+        help="fixed epsilon of model-agnostic PAVG (default 0.2, the authors' value)",
+    )
+    parser.add_argument(
+        "--pavg-window",
+        type=int,
+        default=10,
+        help="updates whose chains each model-agnostic PAVG fit pools (default 10)",
+    )
+    parser.add_argument(
         "--refresh-every", type=int, default=1, help="PCD updates between PAVG refreshes"
+    )
+    parser.add_argument(
+        "--add-to",
+        type=Path,
+        help="results JSON of an earlier run with the same settings: add this run's "
+        "samplers' runs to it (replacing that sampler's runs there) and write it back",
     )
     parser.add_argument(
         "--diag-steps",
@@ -497,8 +527,38 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     return args
 
 
+#: settings that two runs must share for ``--add-to`` to put their runs in one table
+SHARED_SETTINGS = (
+    "size", "theta", "steps", "iterations", "chains", "lr", "l1", "data", "data_sweeps",
+    "seed", "seeds", "every", "diag_steps",
+)  # fmt: skip
+
+
+def add_to_earlier(args: argparse.Namespace, results: Dict[str, object]) -> Dict[str, object]:
+    """The results of ``--add-to`` with this run's samplers' runs in place of its own
+    (same settings, so the same training data), the summary recomputed, and this run's
+    metadata under ``added_runs``."""
+    earlier = json.loads(args.add_to.read_text())
+    differ = [k for k in SHARED_SETTINGS if earlier["settings"][k] != results["settings"][k]]
+    if differ:
+        raise SystemExit("--add-to {}: settings differ: {}".format(args.add_to, differ))
+    runs = [r for r in earlier["runs"] if r["sampler"] not in args.samplers] + results["runs"]
+    earlier["runs"] = runs
+    earlier["summary"] = summarise(runs)
+    settings = earlier["settings"]
+    settings.update({k: v for k, v in results["settings"].items() if k not in settings})
+    settings["samplers"] = [n for n in SAMPLERS if any(r["sampler"] == n for r in runs)]
+    added = {k: results[k] for k in ("created", "command", "machine", "code", "data_s")}
+    earlier.setdefault("added_runs", []).append({"samplers": args.samplers, **added})
+    return earlier
+
+
 def main(argv: Optional[List[str]] = None) -> Dict[str, object]:
-    return run_and_report(parse_args(argv), run_benchmark, plot, print_table)
+    args = parse_args(argv)
+    if args.add_to is None:
+        return run_and_report(args, run_benchmark, plot, print_table)
+    args.output = args.add_to
+    return run_and_report(args, lambda a: add_to_earlier(a, run_benchmark(a)), plot, print_table)
 
 
 if __name__ == "__main__":

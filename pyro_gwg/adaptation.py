@@ -32,7 +32,14 @@ from pyro_gwg._warn import warn
 from pyro_gwg.proposals.layout import CandidateGrid
 from pyro_gwg.proposals.ncg import PreconditionerFit, fit_preconditioner, preconditioner
 
-__all__ = ["NumFlipsAdaptation", "PreconditionerAdaptation", "StepSizeAdaptation", "flips_bound"]
+__all__ = [
+    "ChainRecord",
+    "NumFlipsAdaptation",
+    "PreconditionerAdaptation",
+    "StepSizeAdaptation",
+    "fit_records",
+    "flips_bound",
+]
 
 
 def flips_bound(num_flips: int, num_coords: int) -> int:
@@ -128,6 +135,47 @@ class StepSizeAdaptation:
         return state._replace(step_size=step_size)
 
 
+class ChainRecord:
+    """The relaxed states, gradients and log joints of a batch of chains at successive
+    states, the data of :func:`~pyro_gwg.proposals.ncg.fit_preconditioner` (PAVG's
+    warmup, :class:`PreconditionerAdaptation`, and PCD's ``preconditioner="chains"``).
+
+    :param CandidateGrid grid: the candidate grid of the density's layout.
+    """
+
+    def __init__(self, grid: CandidateGrid) -> None:
+        self.grid = grid
+        self._steps: List[Tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
+
+    def __len__(self) -> int:
+        return len(self._steps)
+
+    def add(self, state: NamedTuple) -> None:
+        """Record the chains' ``state`` (a gradient sampler's: ``codes``, ``grad``,
+        ``log_joint``) as the next step."""
+        grid = self.grid
+        self._steps.append((grid.embed(state.codes), grid.flat_grad(state.grad), state.log_joint))
+
+    def tensors(self) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(states [T, C, R], grads [T, C, R], log_joints [T, C])`` of the ``T``
+        recorded steps."""
+        return tuple(torch.stack(x) for x in zip(*self._steps))
+
+
+def fit_records(records: List[ChainRecord]) -> Optional[PreconditionerFit]:
+    """:func:`~pyro_gwg.proposals.ncg.fit_preconditioner` on the pooled ``records`` (of
+    as many steps each), each record's chains taken as chains of their own: the
+    covariance pools every state, the scale is fitted on successive states within a
+    record only (a record's log joints come from one density), and the entries of ``M``
+    that :meth:`CandidateGrid.block_mask` drops are zero.
+
+    :param list records: non-empty :class:`ChainRecord` s of one grid.
+    :returns: the fit, or ``None`` when fewer than two moves were recorded.
+    """
+    states, grads, log_joints = (torch.cat(x, 1) for x in zip(*(r.tensors() for r in records)))
+    return fit_preconditioner(states, grads, log_joints, mask=records[0].grid.block_mask())
+
+
 class PreconditionerAdaptation:
     """The warmup of PAVG without a given preconditioner: with ``W`` warmup steps,
 
@@ -157,7 +205,7 @@ class PreconditionerAdaptation:
         self.grid = grid
         self.num_warmup = num_warmup
         self.step_size = step_size
-        self._collected: List[Tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
+        self._collected = ChainRecord(grid)
         #: the :class:`~pyro_gwg.proposals.ncg.PreconditionerFit` (``None`` before the fit)
         self.fit: Optional[PreconditionerFit] = None
 
@@ -174,18 +222,14 @@ class PreconditionerAdaptation:
                 )
             return state
         if start < step <= fit_at:
-            grid = self.grid
-            self._collected.append(
-                (grid.embed(state.codes), grid.flat_grad(state.grad), state.log_joint)
-            )
+            self._collected.add(state)
         if step == fit_at:
             state = self._fit(state)
         return state
 
     def _fit(self, state: NamedTuple) -> NamedTuple:
-        states, grads, log_joints = (torch.stack(x) for x in zip(*self._collected))
-        self._collected = []
-        fit = fit_preconditioner(states, grads, log_joints, mask=self.grid.block_mask())
+        fit = fit_records([self._collected])
+        self._collected = ChainRecord(self.grid)
         if fit is None:
             warn(
                 "PAVG saw no moves while collecting warmup states; running with M = 0 (AVG).",

@@ -5,6 +5,7 @@ process group after :meth:`PCD.distribute`.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Union
@@ -15,6 +16,7 @@ import torch
 import torch.distributed as dist
 
 from pyro_gwg._validation import check_integer, check_number
+from pyro_gwg.adaptation import ChainRecord, fit_records
 from pyro_gwg.bridge.density import ModelDensity
 from pyro_gwg.contrib.estimators.ais import FactorisedBase
 from pyro_gwg.contrib.estimators.driver import (
@@ -36,12 +38,15 @@ from pyro_gwg.kernels.base import DiscreteKernel
 from pyro_gwg.kernels.ncg import PAVG
 from pyro_gwg.proposals.algorithm import Algorithm
 from pyro_gwg.proposals.layout import CandidateGrid
+from pyro_gwg.proposals.ncg import PreconditionerFit
 from pyro_gwg.proposals.ncg import preconditioner as eigendecomposition
 
 __all__ = ["PCD"]
 
 PENALTIES = ("l1", "group_l1")
 INITS = ("uniform", "data", "data_mean")
+#: ``PCD(preconditioner=CHAINS)``: PAVG's preconditioner fitted to the persistent chains
+CHAINS = "chains"
 
 
 class PCD:
@@ -100,15 +105,38 @@ class PCD:
         with any optimiser); 0: none.
     :param float energy_reg: strength :math:`\alpha \ge 0` of
         :func:`.energy_regulariser`.
-    :param callable preconditioner: for a :class:`~pyro_gwg.PAVG` kernel, a function of
-        no arguments returning its ``[R, R]`` preconditioner under the current parameters
-        (e.g. ``lambda: ising_preconditioner(symmetric_couplings(pyro.param("couplings")))``),
-        evaluated (without gradient) into :attr:`preconditioner_matrix`, the matrix of the
-        chains' PAVG transitions (the kernel object is left as built), before the chains
-        move in updates 0, ``refresh_every``, ``2 refresh_every``, ..., so that the matrix
-        follows the parameters being learned (Rhodes & Gutmann 2022 [Rhodes2022]_,
-        Section 5.3). Checked once here.
+    :param preconditioner: for a :class:`~pyro_gwg.PAVG` kernel, its ``[R, R]``
+        preconditioner :attr:`preconditioner_matrix`, the matrix of the chains' PAVG
+        transitions (the kernel object is left as built), refreshed before the chains
+        move in updates ``refresh_every``, ``2 refresh_every``, ... so that it follows
+        the parameters being learned. Either
+
+        * model-specific: a function of no arguments returning the matrix under the
+          current parameters (e.g. ``lambda:
+          ising_preconditioner(symmetric_couplings(pyro.param("couplings")))``, the
+          Hessian: PAVG is then block Gibbs), evaluated (without gradient) in update 0
+          too, and checked once here (Rhodes & Gutmann 2022 [Rhodes2022]_, Section 5.3,
+          "model-specific");
+        * ``"chains"``: model-agnostic, fitted to the persistent chains as PAVG's warmup
+          fits it (:func:`~pyro_gwg.proposals.ncg.fit_preconditioner`: the scaled
+          empirical covariance or precision of the relaxed states): each update records
+          the states, gradients and log joints of its chains before and after each of
+          their ``mcmc_steps`` transitions, and each refresh fits ``M`` to the records
+          of the last ``preconditioner_window`` updates, the scale fitted within each
+          update (under one parameter value). Update 0 runs with the kernel's own
+          ``preconditioner`` (``M = 0``, AVG, if it has none), and a refresh that finds
+          fewer than two moves in its window keeps the matrix in force (Rhodes &
+          Gutmann 2022, Section 5.3, "model-agnostic"; their released code runs it in
+          PCD with one fit from the chains of the first updates, here it is refitted
+          as learning proceeds). The fit is :attr:`preconditioner_fit`.
+
+        Either way the chains move under one fixed matrix within an update, so each of
+        their transitions leaves the model at the current parameters invariant (exact
+        PAVG); the matrix changes only between updates, as the parameters do.
     :param int refresh_every: updates between two refreshes of the preconditioner.
+    :param int preconditioner_window: for ``preconditioner="chains"``: updates whose
+        chain records each fit pools (default 10; it holds ``window x (mcmc_steps + 1)
+        x num_chains`` relaxed states and gradients).
     :param tuple model_args: the model's positional arguments.
     :param dict model_kwargs: the model's keyword arguments.
     :param int max_plate_nesting: bound on nested plates; guessed when ``None``.
@@ -145,8 +173,9 @@ class PCD:
         ema: Optional[float] = None,
         warmup_iterations: int = 0,
         energy_reg: float = 0.0,
-        preconditioner: Optional[Callable[[], torch.Tensor]] = None,
+        preconditioner: Union[None, str, Callable[[], torch.Tensor]] = None,
         refresh_every: int = 1,
+        preconditioner_window: Optional[int] = None,
         model_args: tuple = (),
         model_kwargs: Optional[dict] = None,
         max_plate_nesting: Optional[int] = None,
@@ -186,13 +215,24 @@ class PCD:
                         type(kernel).__name__
                     )
                 )
-            if not callable(preconditioner):
+            if preconditioner != CHAINS and not callable(preconditioner):
                 raise TypeError(
                     "preconditioner must be a function of no arguments returning the "
-                    "current [R, R] matrix, got {}".format(type(preconditioner).__name__)
+                    "current [R, R] matrix, or {!r} to fit it to the chains, got {!r}".format(
+                        CHAINS, preconditioner
+                    )
                 )
         elif refresh_every != 1:
             raise ValueError("refresh_every is the period of preconditioner: give both")
+        if preconditioner_window is not None and preconditioner != CHAINS:
+            raise ValueError(
+                "preconditioner_window is the window of preconditioner={!r}: give both".format(
+                    CHAINS
+                )
+            )
+        if preconditioner_window is None:
+            preconditioner_window = 10
+        preconditioner_window = check_integer("preconditioner_window", preconditioner_window, 1)
         self.model = model
         self.kernel = kernel
         self.num_chains = int(num_chains)
@@ -208,6 +248,7 @@ class PCD:
         self.energy_reg = energy_reg
         self.preconditioner = preconditioner
         self.refresh_every = refresh_every
+        self.preconditioner_window = preconditioner_window
         self.energy = ModelDensity(
             model, model_args, model_kwargs, max_plate_nesting=max_plate_nesting
         )
@@ -250,7 +291,15 @@ class PCD:
         #: :meth:`refresh_preconditioner` (``None`` without ``preconditioner``: the
         #: kernel's own)
         self.preconditioner_matrix: Optional[torch.Tensor] = None
-        if preconditioner is not None:
+        #: for ``preconditioner="chains"``: the fit in force (``None`` before the first)
+        self.preconditioner_fit: Optional[PreconditionerFit] = None
+        # for ``preconditioner="chains"``: the chain records of the last updates
+        self._records: collections.deque = collections.deque(maxlen=preconditioner_window)
+        if preconditioner == CHAINS:
+            size = CandidateGrid(self.energy.layout, kernel.window).relaxed_dim
+            own = kernel.preconditioner
+            self.preconditioner_matrix = torch.zeros(size, size) if own is None else own
+        elif preconditioner is not None:
             self.refresh_preconditioner()
         #: the persistent chain states (or the replay buffer) of this rank, long
         #: ``[C or B, D]`` (``C / world_size`` or ``B / world_size`` rows after
@@ -323,9 +372,11 @@ class PCD:
     def refresh_preconditioner(self) -> torch.Tensor:
         """Set :attr:`preconditioner_matrix`, the preconditioner of the chains' PAVG
         transitions, to the matrix that ``PCD(preconditioner=...)`` returns at the
-        current parameters, after checking it. :meth:`step` calls it every
-        ``refresh_every`` updates; call it yourself after changing the parameters, e.g.
-        to sample the learned model with ``PAVG(model,
+        current parameters, after checking it, or, for ``preconditioner="chains"``, to
+        the fit to the chain records of the last ``preconditioner_window`` updates (the
+        matrix in force stays when they hold fewer than two moves). :meth:`step` calls it
+        every ``refresh_every`` updates; call it yourself after changing the parameters,
+        e.g. to sample the learned model with ``PAVG(model,
         preconditioner=pcd.refresh_preconditioner())``.
 
         :returns: the ``[R, R]`` matrix.
@@ -334,6 +385,8 @@ class PCD:
         """
         if self.preconditioner is None:
             raise RuntimeError("no preconditioner to refresh: build PCD(preconditioner=...)")
+        if self.preconditioner == CHAINS:
+            return self._fit_to_chains()
         with torch.no_grad():
             matrix = torch.as_tensor(self.preconditioner()).detach()
         size = CandidateGrid(self.energy.layout, self.kernel.window).relaxed_dim
@@ -347,6 +400,38 @@ class PCD:
             raise ValueError("preconditioner returned a matrix that is not symmetric")
         self.preconditioner_matrix = matrix.to(torch.get_default_dtype())
         return self.preconditioner_matrix
+
+    def _fit_to_chains(self) -> torch.Tensor:
+        """``preconditioner="chains"``: fit the matrix to the records of the window (of
+        every rank after :meth:`distribute`, so that the ranks share it)."""
+        if self._records:
+            records = list(self._records)
+            if self.world_size > 1:
+                records = [record for part in self._gather_records(records) for record in part]
+            fit = fit_records(records)
+            if fit is not None:
+                self.preconditioner_fit = fit
+                self.preconditioner_matrix = fit.matrix
+        return self.preconditioner_matrix
+
+    def _gather_records(self, records: List[ChainRecord]) -> List[List[ChainRecord]]:
+        """The chain records of every rank, in rank order."""
+        parts = [None] * self.world_size
+        dist.all_gather_object(parts, records, group=self._group)
+        return parts
+
+    def _run_chains(self, driver: ChainDriver, chains: torch.Tensor) -> torch.Tensor:
+        """``mcmc_steps`` transitions of ``driver`` from ``chains``; for
+        ``preconditioner="chains"`` the states before and after each are recorded."""
+        if self.preconditioner != CHAINS or self.mcmc_steps == 0:
+            return run_kernel(driver, chains, self.mcmc_steps)[0]
+        record = ChainRecord(CandidateGrid(self.energy.layout, self.kernel.window))
+        record.add(driver.init(chains))
+        for _ in range(self.mcmc_steps):
+            driver.step()
+            record.add(driver.state)
+        self._records.append(record)
+        return driver.state.codes
 
     def _preconditioned_pavg(self, density) -> Algorithm:
         """The kernel's PAVG on ``density`` with :attr:`preconditioner_matrix`: its
@@ -549,14 +634,15 @@ class PCD:
         if self.init == "data_mean" and self.init_distribution is None:
             self.fit_init_distribution(self._gather(codes))
         if self.preconditioner is not None and self.iteration % self.refresh_every == 0:
-            self.refresh_preconditioner()
+            if self.iteration > 0 or self.preconditioner != CHAINS:
+                self.refresh_preconditioner()
         index, chains = self._draw_chains(codes)
         if self.preconditioner_matrix is None:
             driver = bind_kernel(self.kernel, self._counted)
         else:  # PCD's matrix as an argument of the transitions, not set on the kernel
             driver = ChainDriver(self._preconditioned_pavg, self._counted)
         with torch.no_grad():
-            chains, _ = run_kernel(driver, chains, self.mcmc_steps)
+            chains = self._run_chains(driver, chains)
         self.chains[index] = chains
         data_log_joint = self.energy.log_joint(codes, differentiable=True)
         chain_log_joint = self.energy.log_joint(chains, differentiable=True)
