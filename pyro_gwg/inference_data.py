@@ -322,9 +322,12 @@ def _read_run(mcmc) -> Tuple[Dict[str, torch.Tensor], Mapping]:
     """The draws ``{site: [C, T, ...]}`` and the per-chain statistics ``{stat:
     {"chain i": value}}`` of a finished run; a clear error for anything else."""
     if isinstance(mcmc, _BatchedMCMC):
-        # integers straight from the stored codes; no site diagnostics are needed
+        # integers straight from the stored codes (and the continuous sites' values of
+        # a MixedGibbs or HMC/NUTS run); no site diagnostics are needed
         draws = mcmc.draws
-        return OrderedDict(draws.integer_samples()), draws.chain_statistics()
+        samples = OrderedDict(draws.integer_samples())
+        samples.update(draws.continuous)
+        return samples, draws.chain_statistics()
     _check_run(mcmc, "to_inference_data")
     pyro_run = isinstance(mcmc, _PyroMCMC)
     samples = mcmc.get_samples(group_by_chain=True)

@@ -276,3 +276,60 @@ def test_an_energy_given_values_conditions_the_model_on_them():
         assert torch.allclose(energy.value_and_grad(codes)[1], conditioned.value_and_grad(codes)[1])
     with pytest.raises(ValueError, match="set_given needs a value for each.*\\['mu'\\]"):
         energy.set_given({"nu": torch.tensor(0.0)})
+
+
+def _gated_model(y=torch.tensor(1.0)):
+    # a continuous site inside a plate and one with an event dimension, both read by
+    # the discrete sites' log-probabilities
+    mu = pyro.sample("mu", dist.Normal(torch.zeros(2), 1.0).to_event(1))
+    with pyro.plate("units", 3):
+        scale = pyro.sample("scale", dist.LogNormal(0.0, 1.0))
+        x = pyro.sample("x", dist.Bernoulli(logits=mu[..., 0] * scale))
+    pyro.sample("y", dist.Normal((x * scale).sum(-1, keepdim=True) + mu[..., 1], 1.0), obs=y)
+
+
+@pytest.mark.parametrize("batching", ["plate", "vmap", "loop"])
+def test_given_values_per_chain_condition_each_chain_on_its_own(batching):
+    # MixedGibbs's chains in pyro_gwg.MCMC: one batched energy, each chain's states
+    # evaluated under its own continuous values; a batch of N states reads chain
+    # n % C's values (the kernels lay their states out so), or those of `chains`
+    torch.manual_seed(0)
+    num_chains = 3
+    given = {"mu": torch.randn(num_chains, 2), "scale": torch.rand(num_chains, 3) + 0.5}
+    energy = ModelDensity(_gated_model, given=given, given_per_chain=True)
+    energy.batching = batching
+    states = torch.randint(0, 2, (2 * num_chains, 3))
+
+    def one_chain(c):
+        return ModelDensity(_gated_model, given={k: v[c] for k, v in given.items()})
+
+    singles = [one_chain(c) for c in range(num_chains)]
+    expected = torch.cat(
+        [singles[n % num_chains].log_joint(states[n : n + 1]) for n in range(len(states))]
+    )
+    assert torch.allclose(energy.log_joint(states), expected)
+    assert torch.allclose(energy.log_joint(states[:num_chains]), expected[:num_chains])
+    f, grad = energy.value_and_grad(states[:num_chains])
+    for c in range(num_chains):
+        f_c, grad_c = singles[c].value_and_grad(states[c : c + 1])
+        assert torch.allclose(f[c : c + 1], f_c) and torch.allclose(grad[c : c + 1], grad_c)
+    chains = torch.tensor([2, 2, 0, 1])
+    by_chain = torch.cat([singles[c].log_joint(states[i : i + 1]) for i, c in enumerate(chains)])
+    assert torch.allclose(energy.log_joint(states[:4], chains=chains), by_chain)
+    new = {k: v.flip(0) for k, v in given.items()}
+    energy.set_given(new)
+    assert torch.allclose(
+        energy.log_joint(states[:1]),
+        ModelDensity(_gated_model, given={k: v[0] for k, v in new.items()}).log_joint(states[:1]),
+    )
+    with pytest.raises(ValueError, match="one leading chain dimension of the same size"):
+        energy.set_given({"mu": torch.zeros(3, 2), "scale": torch.ones(2, 3)})
+
+
+def test_the_batching_of_a_density_given_values_per_chain_is_chosen_by_its_states():
+    # probing the batching under every chain's own values would compare a batched run
+    # with single runs under other values: chain 0's values are used for the probes
+    torch.manual_seed(1)
+    given = {"mu": torch.randn(4, 2), "scale": torch.rand(4, 3) + 0.5}
+    energy = ModelDensity(_gated_model, given=given, given_per_chain=True)
+    assert energy.choose_batching(torch.randint(0, 2, (4, 3))) == "plate"

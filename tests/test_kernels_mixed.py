@@ -10,7 +10,8 @@ import torch
 from pyro.infer import HMC, MCMC, NUTS, config_enumerate
 from pyro.ops.stats import effective_sample_size
 
-from pyro_gwg import GWG, MixedGibbs, UnsupportedModelError
+import pyro_gwg
+from pyro_gwg import GWG, Gibbs, MixedGibbs, UnsupportedModelError
 from pyro_gwg.enumeration import sample_enumerated
 
 pytestmark = pytest.mark.filterwarnings("ignore:Categorical site")
@@ -235,3 +236,115 @@ def test_the_users_kernels_are_not_modified():
     kernel.setup(0, Y_MIX)
     # the copy is conditioned on the continuous sites, the user's kernel has no run
     assert kernel.discrete_kernel.energy.given_names == ("locs",) and gwg.energy is None
+
+
+# ------------------------------------------------------- MixedGibbs in pyro_gwg.MCMC
+
+
+@pytest.mark.exactness
+@pytest.mark.slow
+def test_batched_chains_of_mixed_gibbs_are_exact():
+    # the discrete half of the four chains is one batched run, each chain's states
+    # evaluated under its own continuous values; the HMC/NUTS half one kernel per chain
+    pyro.set_rng_seed(0)
+    mcmc = pyro_gwg.MCMC(
+        MixedGibbs(NUTS(gaussian_mixture), GWG()),
+        num_samples=600,
+        warmup_steps=200,
+        num_chains=4,
+        disable_progbar=True,
+    )
+    mcmc.run(Y_MIX)
+    locs = mcmc.get_samples(group_by_chain=True)["locs"]
+    assert locs.shape == (4, 600, 2)
+    mean, sd = mixture_moments_by_quadrature(Y_MIX)
+    assert_close(locs, mean, "posterior means of the locations")
+    assert_close(locs**2, sd**2 + mean**2, "posterior second moments")
+
+
+def test_mixed_gibbs_runs_in_pyro_gwg_mcmc_with_its_continuous_sites_in_the_draws(capsys):
+    pyro.set_rng_seed(1)
+    mcmc = pyro_gwg.MCMC(
+        MixedGibbs(HMC(gaussian_mixture, num_steps=3), Gibbs()),
+        num_samples=12,
+        warmup_steps=6,
+        num_chains=3,
+        thinning=2,
+        disable_progbar=True,
+    )
+    mcmc.run(Y_MIX)
+    grouped = mcmc.get_samples(group_by_chain=True)
+    assert {k: tuple(v.shape) for k, v in grouped.items()} == {"z": (3, 6, 6), "locs": (3, 6, 2)}
+    flat = mcmc.get_samples()
+    assert torch.equal(flat["locs"], grouped["locs"].flatten(0, 1))
+    assert mcmc.get_samples(5)["locs"].shape == (5, 2)
+    assert mcmc.get_samples(5, group_by_chain=True)["locs"].shape == (3, 5, 2)
+    assert not torch.equal(grouped["locs"][0], grouped["locs"][1])  # the chains differ
+    assert mcmc.draws.continuous.keys() == {"locs"}
+    diagnostics = mcmc.diagnostics()
+    assert diagnostics["locs"]["n_eff"].shape == (2,) and "discrete acceptance rate" in diagnostics
+    assert diagnostics["divergences"].keys() == {"chain 0", "chain 1", "chain 2"}
+    mcmc.summary()
+    assert "locs[1]" in capsys.readouterr().out
+    idata = pyro_gwg.to_inference_data(mcmc)
+    assert idata.posterior["locs"].shape == (3, 6, 2) and idata.posterior["z"].shape == (3, 6, 6)
+    assert "diverging" in idata.sample_stats and "log_likelihood" in idata.groups()
+    saved = pyro_gwg.MCMC(
+        MixedGibbs(HMC(gaussian_mixture, num_steps=3), Gibbs()),
+        3,
+        0,
+        num_chains=2,
+        save_params=["locs"],
+        disable_progbar=True,
+    )
+    saved.run(Y_MIX)
+    assert saved.get_samples().keys() == {"locs"}
+
+
+def test_each_chain_sweeps_as_mixed_gibbs_does():
+    # per sweep and chain: HMC/NUTS given the chain's discrete values, then the discrete
+    # step of all chains, each under its own new continuous values
+    pyro.set_rng_seed(2)
+    kernel = MixedGibbs(HMC(gaussian_mixture, num_steps=2), GWG(jit_compile=False))
+    run = kernel.start(3, (Y_MIX,), num_chains=3)
+    seen = []
+    steps = [chain.step for chain in run.chains]
+    for c, chain in enumerate(run.chains):
+        chain.step = lambda theta, c=c, chain=chain: (
+            seen.append(("hmc", c, chain.discrete_values["z"].clone())),
+            steps[c](theta),
+        )[1]
+    set_given = run.energy.set_given
+    run.energy.set_given = lambda values: (
+        seen.append(("discrete", values["locs"].clone())),
+        set_given(values),
+    )[1]
+    for _ in range(4):
+        before = run.discrete.current_values()["z"]
+        run.run(1)
+        assert [s[0] for s in seen] == ["hmc"] * 3 + ["discrete"]
+        for c in range(3):
+            assert torch.equal(seen[c][2].long(), before[c].long())
+        assert torch.equal(seen[3][1], run.continuous_values()["locs"])
+        now = run.discrete.current_values()["z"]
+        assert torch.equal(run.chains[1].discrete_values["z"], now[1])
+        seen.clear()
+    assert kernel.inner_kernel.initial_params is None  # the kernel's own copy never ran
+
+
+@pytest.mark.parametrize("chain_method", ["parallel", "ray"])
+def test_mixed_gibbs_refuses_the_chain_methods_it_cannot_run(chain_method):
+    with pytest.raises(ValueError, match="runs MixedGibbs with chain_method='vectorized'"):
+        pyro_gwg.MCMC(MixedGibbs(NUTS(gaussian_mixture), GWG()), 10, chain_method=chain_method)
+    with pytest.raises(ValueError, match="runs NUTS with chain_method='vectorized'"):
+        pyro_gwg.MCMC(NUTS(gaussian_mixture), 10, chain_method=chain_method)
+
+
+def test_hmc_on_a_model_with_every_discrete_site_enumerated_runs_in_pyro_gwg_mcmc():
+    pyro.set_rng_seed(3)
+    kernel = HMC(config_enumerate(gaussian_mixture), num_steps=3, max_plate_nesting=1)
+    mcmc = pyro_gwg.MCMC(kernel, 8, 4, num_chains=2, chain_method="sequential")
+    mcmc.run(Y_MIX)
+    samples = mcmc.get_samples(group_by_chain=True)
+    assert samples.keys() == {"locs"} and samples["locs"].shape == (2, 8, 2)
+    assert pyro_gwg.to_inference_data(mcmc).posterior["locs"].shape == (2, 8, 2)

@@ -5,10 +5,11 @@ import pyro.distributions as dist
 import pytest
 import torch
 from exactness import assert_exact
+from pyro.infer import HMC
 from small_models import BOUNDS, SUITE
 
 import pyro_gwg
-from pyro_gwg import GWG, MCMC, exact_posterior
+from pyro_gwg import GWG, MCMC, MixedGibbs, exact_posterior
 from pyro_gwg.driver import ChainDriver
 
 pytestmark = pytest.mark.filterwarnings("ignore:Categorical site")
@@ -134,8 +135,8 @@ def test_bad_arguments_are_refused():
         MCMC(GWG(model), 10, chain_method="threads")
     with pytest.raises(ValueError, match="thinning"):
         MCMC(GWG(model), 10, thinning=0)
-    with pytest.raises(TypeError, match="pyro.infer.MCMC"):
-        MCMC(pyro.infer.NUTS(model), 10)
+    with pytest.raises(TypeError, match="MixedGibbs and Pyro's HMC or NUTS.*pyro.infer.MCMC"):
+        MCMC(pyro.infer.mcmc.RandomWalkKernel(model), 10)
 
 
 @pytest.mark.parametrize(
@@ -160,6 +161,27 @@ def test_a_run_leaves_the_kernel_as_it_was(how):
     assert kernel.__dict__.keys() == before.keys()
     changed = [name for name, value in kernel.__dict__.items() if value is not before[name]]
     assert changed == []
+
+
+def test_a_mixed_gibbs_run_leaves_the_kernel_as_it_was():
+    # each chain runs its own copy of the HMC/NUTS kernel, and the discrete half runs
+    # as a ChainRun: MixedGibbs and the two kernels it holds are left as they were
+    def model(y):
+        mu = pyro.sample("mu", dist.Normal(0.0, 1.0))
+        with pyro.plate("data", len(y)):
+            x = pyro.sample("x", dist.Bernoulli(logits=mu))
+            pyro.sample("y", dist.Normal(x, 1.0), obs=y)
+
+    kernel = MixedGibbs(HMC(model, num_steps=2), GWG(jit_compile=False))
+    parts = (kernel, kernel.inner_kernel, kernel.discrete_kernel)
+    before = [dict(part.__dict__) for part in parts]
+    pyro.set_rng_seed(0)
+    mcmc = MCMC(kernel, 5, 3, num_chains=3, disable_progbar=True)
+    mcmc.run(torch.tensor([0.3, 1.2, -0.4]))
+    assert mcmc.get_samples(group_by_chain=True)["mu"].shape == (3, 5)
+    for part, old in zip(parts, before):
+        assert part.__dict__.keys() == old.keys()
+        assert [name for name, value in part.__dict__.items() if value is not old[name]] == []
 
 
 # ---------------------------------------------------------------- Pyro's interface

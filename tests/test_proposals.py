@@ -30,6 +30,7 @@ from pyro_gwg.proposals import (
     sequential_log_probs,
 )
 from pyro_gwg.proposals.balancing import BALANCING, balanced_logits
+from pyro_gwg.proposals.blocks import evaluate_changes
 
 INF = float("inf")
 
@@ -547,3 +548,25 @@ def test_sample_move_without_replacement_moves_every_active_draw(name):
     assert torch.equal(move.distinct, active)
     new, _ = apply_move(codes, move, layout)
     assert torch.equal((new != codes).sum(-1), active.sum(-1))
+
+
+@pytest.mark.parametrize("chunk_size", [1, 5, 6, 4096])
+def test_changed_states_are_evaluated_in_whole_sets_of_chains(chunk_size):
+    # a density given values per chain reads state n of a batch as chain n % C's: every
+    # batch is whole rows of the chains in chain order, and the result is the same
+    num_chains, num_rows = 3, 4
+    codes = (torch.arange(num_chains) * 10).unsqueeze(-1).expand(num_chains, 2)
+    coords = torch.zeros(num_chains, num_rows, 1, dtype=torch.long)
+    values = torch.arange(num_rows).expand(num_chains, num_rows).unsqueeze(-1) + 100
+    batches = []
+
+    def log_joint(states):
+        batches.append(states)
+        return (states[:, 0] + 1000 * states[:, 1]).double()
+
+    f = evaluate_changes(log_joint, codes, coords, values, chunk_size)
+    for states in batches:
+        assert states.shape[0] % num_chains == 0
+        assert torch.equal(states[:, 1] // 10, torch.arange(states.shape[0]) % num_chains)
+    expected = values[..., 0] + 1000 * codes[:, 1:]
+    assert torch.equal(f, expected.double())

@@ -213,3 +213,37 @@ def test_diagnostics_of_very_short_runs_are_nan_not_an_error():
     mcmc.run(y)
     diag = mcmc.diagnostics()["x"]  # split R-hat needs 4 draws
     assert diag["r_hat"].shape == (5,) and torch.isnan(diag["r_hat"]).all()
+
+
+def test_draws_hold_continuous_values_beside_the_codes(capsys):
+    # a MixedGibbs or HMC/NUTS run: the continuous sites' values next to the discrete
+    # codes, stored thinned as the codes are, returned, summarised and diagnosed with them
+    from pyro_gwg.runner.draws import DrawBuffers, saved
+
+    model, args = SUITE["coupled_binary_field"]
+    energy = pyro_gwg.ModelDensity(model, args)
+    buffers = DrawBuffers(2, 3, 2, torch.int8, torch.device("cpu"), saved(energy, None), ["mu"])
+    codes = torch.randint(0, 2, (2, 6, energy.num_coords))
+    mu = torch.randn(2, 6, 4)
+    diverging = torch.zeros(2, 6, dtype=torch.bool)
+    stats = {"discrete accepted": torch.rand(2, 6) < 0.5, "diverging": diverging}
+    diverging[1, 3] = True  # the 4th draw of chain 1: kept (every 2nd)
+    buffers.store(0, stats, codes, None, slice(0, 2), {"mu": mu, "other": mu})
+    draws = buffers.draws()
+    assert torch.equal(draws.continuous["mu"], mu[:, 1::2]) and draws.continuous.keys() == {"mu"}
+    assert torch.equal(draws.codes, codes[:, 1::2].to(torch.int8))
+    assert draws.statistics.keys() == {"discrete accepted", "diverging"}
+    samples = draws.samples(group_by_chain=True)
+    assert samples.keys() == {"x", "mu"} and torch.equal(samples["mu"], mu[:, 1::2])
+    assert draws.samples()["mu"].shape == (6, 4)
+    assert draws.samples(4)["mu"].shape == (4, 4)
+    assert draws.samples(4, group_by_chain=True)["mu"].shape == (2, 4, 4)
+    stats = draws.chain_statistics()
+    assert stats["divergences"] == {"chain 0": [], "chain 1": [1]}
+    assert stats["discrete acceptance rate"].keys() == {"chain 0", "chain 1"}
+    assert draws.diagnostics()["mu"]["r_hat"].shape == (4,)
+    draws.summary()
+    assert "mu[3]" in capsys.readouterr().out
+    none = DrawBuffers(2, 1, 1, torch.int8, torch.device("cpu"), saved(None, None), ["mu"])
+    none.store(0, {}, torch.zeros(2, 1, 0, dtype=torch.long), None, slice(0, 2), {"mu": mu[:, :1]})
+    assert none.draws().samples().keys() == {"mu"}

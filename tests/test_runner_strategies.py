@@ -48,3 +48,30 @@ def test_initial_params_hooks_and_progress_bar(capsys):
     first = mcmc.get_samples(group_by_chain=True)["x"][:, 0]
     assert ((first != start).sum(-1) <= 3).all()  # three single-flip steps from the start
     assert "acc. rate" in capsys.readouterr().err
+
+
+def test_one_function_says_which_strategy_runs_a_kernel():
+    from pyro.infer import NUTS
+    from pyro.infer.mcmc import RandomWalkKernel
+
+    from pyro_gwg import MixedGibbs
+    from pyro_gwg.runner.strategies import LocalBlocks, PyroChains, RayBlocks, strategy_for
+
+    model, _ = SUITE["coupled_binary_field"]
+    gwg = GWG(model)
+    for method, strategy in (
+        ("vectorized", LocalBlocks),
+        ("sequential", LocalBlocks),
+        ("parallel", PyroChains),
+        ("ray", RayBlocks),
+    ):
+        assert strategy_for(gwg, method) == (strategy, gwg)
+    mixed = MixedGibbs(NUTS(model), GWG())
+    assert strategy_for(mixed, "vectorized") == (LocalBlocks, mixed)
+    assert strategy_for(NUTS(model), "sequential")[0] is LocalBlocks
+    for method in ("parallel", "ray"):
+        message = "or 'sequential' only, got chain_method='{}'".format(method)
+        with pytest.raises(ValueError, match=message):
+            strategy_for(mixed, method)
+    with pytest.raises(TypeError, match="for RandomWalkKernel use pyro.infer.MCMC"):
+        strategy_for(RandomWalkKernel(model), "vectorized")

@@ -378,6 +378,8 @@ def _decode(decoder: Decoder, codes: torch.Tensor) -> Dict[str, torch.Tensor]:
     """Model values ``{name: [C, T, *value_shape]}`` of codes ``[C, T, D]``, decoded
     :data:`DECODE_ELEMENTS` codes at a time into preallocated tensors."""
     num_chains, num_draws, num_coords = codes.shape
+    if not decoder.sites:  # (a run of HMC/NUTS alone)
+        return {}
     rows = max(1, DECODE_ELEMENTS // max(1, num_coords))  # draws per block
     chains_per_block = max(1, rows // max(1, num_draws))
     draws_per_block = num_draws if chains_per_block > 1 else min(rows, num_draws)
