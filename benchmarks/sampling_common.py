@@ -45,7 +45,8 @@ def sampler(name: str, model, **kwargs):
     ``ncg``, ``dmala``, ``dula``, ``avg``, ``pavg``, ``pas`` and ``pafs`` with their
     path length adapted, ``dlmc``, ``gibbs``, ...), and ``hb-B-R`` (Hamming ball, block
     ``B``, radius ``R``; extra keyword ``blocks`` for fixed blocks), ``gwg-N`` (``N``
-    flips per proposal), ``gwg-N-nr`` (``N`` distinct coordinates), ``gwg-barker``,
+    flips per proposal), ``gwg-N-nr`` (``N`` distinct coordinates), ``gwg-rR`` (ordinal
+    coordinates jump by up to ``R``), ``gwg-barker``,
     ``gwg-min``, ``gwg-max`` (balancing functions), ``gwg-auto`` (``num_flips``
     adapted), ``lb`` (exact locally balanced).
     """
@@ -57,6 +58,8 @@ def sampler(name: str, model, **kwargs):
     if name.startswith("gwg-") and name.endswith("-nr"):  # without replacement
         flips = int(name.split("-")[1])
         return GWG(model, num_flips=flips, replacement=False, jit_compile=True, **kwargs)
+    if name.startswith("gwg-r"):  # the largest jump of ordinal coordinates
+        return GWG(model, radius=int(name[len("gwg-r") :]), jit_compile=True, **kwargs)
     if name.startswith("hb-"):
         block_size, radius = (int(v) for v in name.split("-")[1:])
         return HammingBall(model, block_size=block_size, radius=radius, jit_compile=True, **kwargs)
