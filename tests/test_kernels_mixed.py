@@ -348,3 +348,21 @@ def test_hmc_on_a_model_with_every_discrete_site_enumerated_runs_in_pyro_gwg_mcm
     samples = mcmc.get_samples(group_by_chain=True)
     assert samples.keys() == {"locs"} and samples["locs"].shape == (2, 8, 2)
     assert pyro_gwg.to_inference_data(mcmc).posterior["locs"].shape == (2, 8, 2)
+
+
+def test_initial_params_of_batched_chains_start_each_chain():
+    z = torch.tensor([[0, 1, 0, 1, 0, 1], [1, 1, 1, 0, 0, 0]])
+    locs = torch.tensor([[-1.0, 1.0], [0.5, 3.0]])
+    kernel = MixedGibbs(HMC(gaussian_mixture, num_steps=2), Gibbs())
+    run = kernel.start(0, (Y_MIX,), num_chains=2, initial_params={"z": z, "locs": locs})
+    assert torch.equal(run.discrete.current_values()["z"], z)
+    assert torch.equal(run.continuous_values()["locs"], locs)
+    assert [ch.discrete_values["z"].tolist() for ch in run.chains] == z.tolist()
+    # a block of one chain passes its values with their chain dimension
+    one = kernel.start(0, (Y_MIX,), initial_params={"z": z[1:], "locs": locs[1:]})
+    assert torch.equal(one.continuous_values()["locs"], locs[1:])
+    mcmc = pyro_gwg.MCMC(
+        kernel, 2, 1, {"z": z, "locs": locs}, num_chains=2, chain_method="sequential"
+    )
+    mcmc.run(Y_MIX)
+    assert mcmc.get_samples(group_by_chain=True)["locs"].shape == (2, 2, 2)

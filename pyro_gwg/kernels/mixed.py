@@ -50,6 +50,10 @@ class MixedGibbs(MCMCKernel):
         ``inner_kernel``); its transition compiles as on its own (``jit_compile``),
         with the continuous values as arguments of the compiled function.
 
+    It runs in :class:`pyro.infer.MCMC` (one chain per kernel, as Pyro runs chains)
+    and in :class:`pyro_gwg.MCMC`, which batches the discrete half of its chains (see
+    :meth:`start`).
+
     The sweep runs copies of the two kernels, conditioned on each other's sites; the
     kernels passed in are not modified. Read what they adapted from
     :attr:`inner_kernel` and :attr:`discrete_kernel` of this object.
@@ -136,6 +140,7 @@ class MixedGibbs(MCMCKernel):
                 "MixedGibbs: the model has no discrete latent sites to sample (sites "
                 "marked for enumeration are summed out); use HMC/NUTS on its own."
             )
+        given = _without_chain_dim(given, trace)
         chain.discrete_values = {
             n: given[n] if n in given else trace.nodes[n]["value"] for n in discrete
         }
@@ -434,6 +439,9 @@ def start_continuous(
             "has no sites to return."
         )
     model_kwargs = dict(model_kwargs or {})
+    if initial_params is not None and num_chains == 1:
+        trace = _trace.trace_model(kernel.model, model_args, model_kwargs)
+        initial_params = _without_chain_dim(initial_params, trace)
     chains = [ContinuousChain(kernel, kernel.model) for _ in range(num_chains)]
     thetas = [
         chain.setup(
@@ -450,6 +458,19 @@ def _chain_values(values: Optional[Dict[str, torch.Tensor]], chain: int, num_cha
     if values is None:
         return {}
     return dict(values) if num_chains == 1 else {k: v[chain] for k, v in values.items()}
+
+
+def _without_chain_dim(values: dict, trace) -> dict:
+    """One chain's values, a leading chain dimension of size 1 dropped where a value has
+    one dimension more than the site's value in ``trace`` (a block of one chain of
+    :class:`pyro_gwg.MCMC` passes it; :class:`pyro.infer.MCMC` does not)."""
+    out = {}
+    for name, value in values.items():
+        node = trace.nodes.get(name)
+        if node is not None and value.dim() == node["value"].dim() + 1 and value.shape[0] == 1:
+            value = value[0]
+        out[name] = value
+    return out
 
 
 def _stacked(values: List[Dict[str, torch.Tensor]], num_chains: int) -> Dict[str, torch.Tensor]:

@@ -48,6 +48,7 @@ __all__ = [
     "RayBlocks",
     "RunConfig",
     "STEPS_PER_CALL",
+    "STRATEGIES",
     "Strategy",
     "on_device",
     "strategy_for",
