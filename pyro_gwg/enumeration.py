@@ -23,12 +23,15 @@ from pyro_gwg._validation import check_integer
 from pyro_gwg.bridge.density import ModelDensity
 from pyro_gwg.sites import UnsupportedModelError, build_layout, unwrap_distribution
 
+_BATCH_PLATE = "_pyro_gwg_draws"
+
 __all__ = [
     "ExactPosterior",
     "StateIndex",
     "exact_posterior",
     "lift_enumeration",
     "draw_enumerated",
+    "draw_enumerated_batch",
     "sample_enumerated",
     "with_enumeration",
 ]
@@ -105,6 +108,22 @@ class ExactPosterior:
         self.width = int(self.size.max())
         self._pairwise: Optional[torch.Tensor] = None
         self._marginals = self._accumulate(pairwise=False)
+
+    @classmethod
+    def of(
+        cls, energy: ModelDensity, chunk_size: int = 4096, max_bytes: Optional[int] = None
+    ) -> ExactPosterior:
+        """The posterior of ``energy``, whose layout must be bounded: the log joint of
+        every joint state, ``chunk_size`` states per evaluation.
+
+        :param ModelDensity energy: the model bridge.
+        :param int chunk_size: states per evaluation.
+        :param int max_bytes: see :class:`ExactPosterior`.
+        :rtype: ExactPosterior
+        """
+        num_states = int(torch.prod(energy.layout.num_values().double()))
+        log_joint = _enumerate_log_joint(energy, num_states, chunk_size)
+        return cls(energy, log_joint, chunk_size, max_bytes=max_bytes)
 
     @property
     def num_states(self) -> int:
@@ -382,12 +401,7 @@ def exact_posterior(
         max_bytes,
         "the exact posterior",
     )
-    return ExactPosterior(
-        energy,
-        _enumerate_log_joint(energy, int(num_states), chunk_size),
-        chunk_size,
-        max_bytes=max_bytes,
-    )
+    return ExactPosterior.of(energy, chunk_size, max_bytes)
 
 
 def _enumerate_log_joint(energy: ModelDensity, num_states: int, chunk_size: int) -> torch.Tensor:
@@ -487,6 +501,64 @@ def sample_enumerated(
         for name in enumerated:
             draws[name].append(drawn[name])
     return {**samples, **{name: torch.stack(v) for name, v in draws.items()}}
+
+
+def draw_enumerated_batch(
+    model,
+    values: Dict[str, torch.Tensor],
+    num_draws: int,
+    shapes: Dict[str, Tuple[torch.Size, torch.Size]],
+    args: tuple,
+    kwargs: dict,
+    max_plate_nesting: int,
+    batched: bool,
+) -> Dict[str, torch.Tensor]:
+    """``num_draws`` draws of the sites ``model`` sums out, the ``n``-th given the
+    ``n``-th entry of ``values``: in one run of the model inside a batch plate when
+    ``batched`` (the model broadcasts over a batch dimension, see
+    :mod:`pyro_gwg.bridge.batching`), else one run per draw (:func:`draw_enumerated`).
+
+    :param callable model: the model with its enumeration marks.
+    :param dict values: ``{site: [N, *value_shape]}`` of the other latent sites (may be
+        empty).
+    :param int num_draws: ``N``.
+    :param dict shapes: ``{site: (batch_shape, event_shape)}`` of every latent site
+        (given and enumerated).
+    :param tuple args: the model's positional arguments.
+    :param dict kwargs: its keyword arguments.
+    :param int max_plate_nesting: the model's plate nesting.
+    :param bool batched: draw in one batched run.
+    :returns: ``{site: [N, *value_shape]}`` of the enumerated sites.
+    """
+    if not batched:
+        draws = [
+            draw_enumerated(
+                model, {k: v[n] for k, v in values.items()}, args, kwargs, max_plate_nesting
+            )
+            for n in range(num_draws)
+        ]
+        return {name: torch.stack([d[name] for d in draws]) for name in draws[0]}
+
+    def padded(name: str) -> Tuple[int, ...]:
+        batch_shape, event_shape = shapes[name]
+        pad = max_plate_nesting - len(batch_shape)
+        return (num_draws,) + (1,) * pad + tuple(batch_shape) + tuple(event_shape)
+
+    given = {k: v.reshape(padded(k)) for k, v in values.items()}
+    batched_model = _trace.model_at(
+        model, given, max_plate_nesting, batch=(_BATCH_PLATE, num_draws)
+    )
+    discrete = infer_discrete(
+        batched_model, first_available_dim=-2 - max_plate_nesting, temperature=1
+    )
+    trace = _trace.trace_model(discrete, args, kwargs)
+    out = {}
+    for site in _trace.sample_sites(trace):
+        if _trace.is_enumerated(site):
+            name = site["name"]
+            full = torch.broadcast_to(site["value"], padded(name))
+            out[name] = full.reshape((num_draws,) + tuple(shapes[name][0] + shapes[name][1]))
+    return out
 
 
 def draw_enumerated(

@@ -8,18 +8,18 @@ temperature 1) draws a joint state :math:`x \sim p(x \mid y)` exactly, at the co
 one enumerated run of the model. As an MCMC kernel this is the independence sampler
 whose proposal is the target, :math:`q(x' \mid x) = p(x' \mid y)`: its
 Metropolis-Hastings ratio is 1, every draw is accepted, and successive draws are
-independent.
+independent. A model with few joint states (at most :attr:`ExactDraws.table_states`) is
+drawn from a table of the posterior probability of every state instead, computed once
+when the chains start (:meth:`ExactPosterior.of <pyro_gwg.enumeration.ExactPosterior.of>`).
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple, Tuple
+from typing import Callable, NamedTuple, Tuple
 
 import torch
-from pyro.infer import infer_discrete
 
-from pyro_gwg import _trace
-from pyro_gwg.enumeration import with_enumeration
+from pyro_gwg.enumeration import ExactPosterior, draw_enumerated_batch, with_enumeration
 from pyro_gwg.kernels.base import DiscreteKernel
 from pyro_gwg.proposals.algorithm import Algorithm
 from pyro_gwg.proposals.blocks import StepInfo, step_info
@@ -67,6 +67,13 @@ class ExactDraws(DiscreteKernel):
     """
 
     needs_gradient = False
+    #: (so that the runner chooses how the model evaluates several states: the draws
+    #: of all chains run in one batched run where the model broadcasts)
+    evaluates_states = True
+
+    #: models with at most this many joint states are drawn from a table of every state
+    #: (computed once, at set-up) instead of by forward-filtering backward-sampling
+    table_states = 2**16
 
     def __init__(self, model=None, **options) -> None:
         if options.get("jit_compile", False):
@@ -83,30 +90,45 @@ class ExactDraws(DiscreteKernel):
 
         :rtype: Algorithm
         """
-        names = [site.name for site in density.sites]
-        enumerated = with_enumeration(density.model, names)
-        first_dim = -1 - density.max_plate_nesting
-        draw_model = infer_discrete(enumerated, first_available_dim=first_dim, temperature=1)
-        args, kwargs = density.model_args, density.model_kwargs
-
-        def draw(num_chains: int) -> torch.Tensor:
-            values = []
-            for _ in range(num_chains):
-                trace = _trace.trace_model(draw_model, args, kwargs)
-                values.append({name: trace.nodes[name]["value"] for name in names})
-            stacked = {name: torch.stack([v[name] for v in values]) for name in names}
-            return density.codes_from_values(stacked, "Exact draw")
 
         def init(codes: torch.Tensor) -> _State:
             return _State(codes, density.log_joint(codes))
 
-        def step(state) -> Tuple[_State, StepInfo]:
-            codes = draw(state.codes.shape[0]).to(state.codes.device)
-            changed = (codes != state.codes).any(-1)
-            num_changed = (codes != state.codes).sum(-1)
+        def step(state: _State, draw: Callable[[int], _State]) -> Tuple[_State, StepInfo]:
+            new = draw(state.codes.shape[0])
+            moved = new.codes != state.codes
             always = torch.ones_like(state.log_joint)
-            return _State(codes, density.log_joint(codes)), step_info(
-                changed, always, num_changed, 1
-            )
+            return new, step_info(moved.any(-1), always, moved.sum(-1), 1)
 
-        return Algorithm(init, step)
+        num_states = float(torch.prod(density.layout.num_values().double()))
+        if num_states <= self.table_states:  # a table of every state: draws by index
+            table = ExactPosterior.of(density)
+            device = density.layout.lower.device
+
+            def from_table(num_chains: int) -> _State:
+                index = torch.multinomial(table.probs, num_chains, replacement=True)
+                log_joint = table.log_probs[index] + table.log_normalizer
+                return _State(table.states(index).to(device), log_joint.to(device))
+
+            return Algorithm(init, lambda state: step(state, from_table))
+
+        names = [site.name for site in density.sites]
+        enumerated = with_enumeration(density.model, names)
+        shapes = {site.name: (site.batch_shape, site.event_shape) for site in density.sites}
+        args, kwargs = density.model_args, density.model_kwargs
+
+        def draw(num_chains: int) -> _State:
+            values = draw_enumerated_batch(
+                enumerated,
+                {},
+                num_chains,
+                shapes,
+                args,
+                kwargs,
+                density.max_plate_nesting,
+                batched=num_chains > 1 and density.batching == "plate",
+            )
+            codes = density.codes_from_values(values, "Exact draw")
+            return _State(codes, density.log_joint(codes))
+
+        return Algorithm(init, lambda state: step(state, draw))
