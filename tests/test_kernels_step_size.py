@@ -10,6 +10,7 @@ from small_models import BOUNDS, KIND_COVER, SUITE
 
 import pyro_gwg.proposals.ncg as ncg_math
 from pyro_gwg import AVG, DLMC, NCG, PAVG, exact_posterior
+from pyro_gwg.models import binary_modes, random_binary_modes
 from pyro_gwg.proposals.schedule import cyclical_step_size
 
 pytestmark = pytest.mark.filterwarnings("ignore:Categorical site")
@@ -164,3 +165,19 @@ def test_tuning_the_big_step_needs_warmup(warmup, adapt):
     # with the big step size given, no warmup is needed
     fixed = NCG(model, step_size_schedule="cyclical", adapt_step_size=adapt, big_step_size=3.0)
     draw_codes(fixed, 2, 3, warmup, *args)
+
+
+@pytest.mark.parametrize("jit_compile", [True, False])
+def test_tuned_big_step_size_is_used_after_warmup(jit_compile):
+    # the big step size starts as the small one: the two fields of the state must not be
+    # one tensor, or a transition traced with them aliased reads the small one for both
+    target = random_binary_modes(4, 64, 16)
+    pyro.set_rng_seed(0)
+    sampler = NCG(binary_modes, step_size_schedule="cyclical", jit_compile=jit_compile)
+    draw_codes(sampler, 4, 12, 200, *target)
+    state, used = sampler.state, sampler.diagnostics()["step_size"]
+    assert bool((state.big_step_size > state.small_step_size).any())
+    steps = torch.arange(12).unsqueeze(-1).expand(-1, 4)
+    expected = cyclical_step_size(steps, 10, state.big_step_size, state.small_step_size)
+    assert torch.allclose(used, expected)
+    assert torch.equal(used[0], state.big_step_size)

@@ -79,13 +79,14 @@ class CyclicalAdaptation:
             state = self._big.update(t - self.switch, state, info)
         size = state.step_size
         if t + 1 < self.num_warmup:  # a constant step size, the one in force
-            return state._replace(big_step_size=size, small_step_size=size)
+            # (three tensors: a transition traced on aliased fields reads one for all)
+            return state._replace(big_step_size=size.clone(), small_step_size=size.clone())
         small = self._small_step
         big = size if self.big_step_size is None else torch.full_like(small, self.big_step_size)
         return state._replace(
-            step_size=small,
+            step_size=small.clone(),
             big_step_size=torch.maximum(big, small),
-            small_step_size=small,
+            small_step_size=small.clone(),
             iteration=torch.zeros_like(state.iteration),
         )
 

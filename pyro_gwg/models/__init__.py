@@ -20,6 +20,12 @@ from pyro_gwg.models.ising import (
     maxcut_couplings,
     noisy_image,
 )
+from pyro_gwg.models.modes import (
+    BinaryModes,
+    binary_modes,
+    mode_responsibilities,
+    random_binary_modes,
+)
 from pyro_gwg.models.ordinal import (
     IntegerUniform,
     OrdinalMixtureMoments,
@@ -49,6 +55,7 @@ from pyro_gwg.models.variable_selection import (
 )
 
 __all__ = [
+    "BinaryModes",
     "FHMMData",
     "FHMMParams",
     "IntegerUniform",
@@ -58,6 +65,7 @@ __all__ = [
     "SpikeAndSlabCoefficients",
     "VariableSelectionExact",
     "binary_ebm",
+    "binary_modes",
     "block_gibbs",
     "block_gibbs_step",
     "categorical_ebm",
@@ -75,11 +83,13 @@ __all__ = [
     "lattice_potts",
     "maxcut_couplings",
     "mlp_energy",
+    "mode_responsibilities",
     "noisy_image",
     "ordinal_mixture",
     "ordinal_mixture_moments",
     "potts",
     "random_fhmm",
+    "random_binary_modes",
     "random_categorical_rbm",
     "random_potts",
     "random_rbm",

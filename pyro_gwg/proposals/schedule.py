@@ -62,6 +62,10 @@ def scheduled_state_type(base: type) -> type:
     ``base``: ``base``'s fields, then ``iteration`` (long ``[C]``), ``big_step_size`` and
     ``small_step_size`` (``[C]``); ``base`` is its attribute ``base``.
 
+    Two fields of a state are never one tensor object, even where their values are
+    equal: a transition compiled by tracing (:func:`torch.jit.trace`) on a state whose
+    fields alias each other reads one input for both.
+
     :rtype: type
     """
     fields = [(name, torch.Tensor) for name in base._fields + SCHEDULE_FIELDS]
@@ -89,8 +93,9 @@ def cyclical(algorithm: Algorithm, cycle_length: int, big_step_size: Optional[fl
 
     def init(codes: torch.Tensor) -> NamedTuple:
         base = algorithm.init(codes)
-        small = base.step_size
-        big = small if big_step_size is None else small.clamp(min=float(big_step_size))
+        small = base.step_size.clone()  # (fields of a state are never one tensor, see
+        # scheduled_state_type)
+        big = small.clamp(min=float(big_step_size) if big_step_size is not None else 0.0)
         iteration = torch.zeros(codes.shape[0], dtype=torch.long, device=codes.device)
         return scheduled_state_type(type(base))(*base, iteration, big, small)
 
