@@ -1,7 +1,8 @@
 """PCD: learning Ising, Potts, binary- and categorical-EBM parameters with persistent
 chains and a replay buffer; the deep-EBM options (moving average, warm-up, data-mean
 initialisation, energy regularisation) and a PAVG preconditioner that follows the
-couplings being learned, wired into PCD."""
+couplings being learned, wired into PCD: model-specific (a function of the parameters)
+or model-agnostic (fitted to the persistent chains)."""
 
 import pyro
 import pyro.distributions as dist
@@ -10,6 +11,7 @@ import torch
 from exactness import accept_probs, assert_exact, draw_codes
 
 from pyro_gwg import GWG, PAVG, Gibbs, ModelDensity, exact_posterior
+from pyro_gwg.adaptation import fit_records
 from pyro_gwg.contrib.estimators.ais import FactorisedBase
 from pyro_gwg.contrib.train import (
     PCD,
@@ -27,6 +29,7 @@ from pyro_gwg.contrib.train import (
 )
 from pyro_gwg.models import binary_ebm, ising, lattice_couplings, mlp_energy, potts, random_potts
 from pyro_gwg.models.ebm import categorical_ebm
+from pyro_gwg.proposals.layout import CandidateGrid
 from pyro_gwg.proposals.ncg import preconditioner
 
 
@@ -326,13 +329,19 @@ def test_pavg_preconditioner_follows_the_couplings():
     assert torch.equal(pcd.preconditioner_matrix, moved)
 
 
-def test_pcd_leaves_the_kernel_as_the_user_built_it():
+@pytest.mark.parametrize("agnostic", [False, True], ids=["model-specific", "chains"])
+def test_pcd_leaves_the_kernel_as_the_user_built_it(agnostic):
     # the matrix in force is PCD's own state, passed to the chains, not set on the kernel
+    pyro.set_rng_seed(4)
     kernel = PAVG(step_size=1.0)
     before = dict(vars(kernel))
-    pcd = _tracked_pavg_pcd(kernel)
-    pcd.fit(torch.randint(0, 2, (32, 9)).float(), num_iterations=2, batch_size=8)
+    if agnostic:
+        pcd = _chains_pavg_pcd(kernel)
+    else:
+        pcd = _tracked_pavg_pcd(kernel)
+    pcd.fit(torch.randint(0, 2, (32, 9)).float(), num_iterations=3, batch_size=8)
     pcd.refresh_preconditioner()
+    assert pcd.preconditioner_matrix.abs().sum() > 0
     assert vars(kernel).keys() == before.keys()
     assert all(vars(kernel)[name] is value for name, value in before.items())
     assert kernel.preconditioner is None
@@ -381,6 +390,102 @@ def test_tracked_pavg_leaves_the_current_model_invariant():
     )
     codes = draw_codes(_learned_model_pavg(pcd.preconditioner_matrix), 64, 400, 20, 9)
     assert_exact(codes, current)
+
+
+# ---------------------------------------------------------------------- PAVG fitted to the chains
+
+
+def _chains_pavg_pcd(kernel, **kwargs) -> PCD:
+    options = dict(num_chains=32, mcmc_steps=2, lr=0.05, model_args=(9,))
+    options.update(kwargs)
+    return PCD(learnable_ising, kernel, preconditioner="chains", **options)
+
+
+def test_chains_preconditioner_is_refitted_from_the_persistent_chains():
+    pyro.set_rng_seed(7)
+    data = exact_posterior(ising, lattice_couplings(3, 0.3)).sample(200)
+    kernel = PAVG(step_size=0.5, adapt_step_size=False, jit_compile=False)
+    pcd = _chains_pavg_pcd(kernel, preconditioner_window=2)
+    couplings = pyro.get_param_store().get_param("couplings").unconstrained()
+    with torch.no_grad():  # away from J = 0, where the log density is flat and M = 0 fits
+        couplings.copy_(lattice_couplings(3, 0.3))
+    codes = pcd.data_codes(data)
+    assert torch.equal(pcd.preconditioner_matrix, torch.zeros(9, 9))  # AVG in update 0
+    pcd.step(codes[:32])
+    assert pcd.preconditioner_fit is None and torch.equal(
+        pcd.preconditioner_matrix, torch.zeros(9, 9)
+    )
+    # update 0 recorded its chains: the states before and after each of the 2 steps
+    (first,) = pcd._records
+    states = first.tensors()[0]
+    grid = CandidateGrid(pcd.energy.layout, kernel.window)
+    assert states.shape == (3, 32, 9) and torch.equal(states[-1], grid.embed(pcd.chains))
+    pcd.step(codes[32:64])  # refits from update 0's chains before moving them
+    fitted = pcd.preconditioner_matrix
+    assert torch.equal(fitted, fit_records([first]).matrix) and fitted.abs().sum() > 0
+    assert fitted is pcd.preconditioner_fit.matrix
+    # and the chains' PAVG state is built from it
+    state = pcd._preconditioned_pavg(pcd.energy).init(codes[:32])
+    torch.testing.assert_close(state.eigvals, preconditioner(fitted, 32).eigvals)
+    window = list(pcd._records)
+    pcd.step(codes[64:96])  # refits from the window: updates 0 and 1
+    assert len(window) == 2 and torch.equal(pcd.preconditioner_matrix, fit_records(window).matrix)
+    assert not torch.allclose(pcd.preconditioner_matrix, fitted)
+    assert len(pcd._records) == 2 and pcd._records[0] is window[1]  # the window slides
+
+
+def test_chains_preconditioner_refits_every_refresh_every_updates():
+    pyro.set_rng_seed(8)
+    kernel = PAVG(step_size=0.5, adapt_step_size=False, jit_compile=False)
+    pcd = _chains_pavg_pcd(kernel, refresh_every=2, preconditioner_window=3)
+    couplings = pyro.get_param_store().get_param("couplings").unconstrained()
+    with torch.no_grad():
+        couplings.copy_(lattice_couplings(3, 0.3))
+    batch = torch.randint(0, 2, (16, 9))
+    pcd.step(batch)
+    pcd.step(batch)  # update 1: no refit
+    assert torch.equal(pcd.preconditioner_matrix, torch.zeros(9, 9))
+    pcd.step(batch)  # update 2: refit from updates 0 and 1
+    assert pcd.preconditioner_matrix.abs().sum() > 0
+
+
+def test_chains_pavg_leaves_the_current_model_invariant():
+    # the fitted matrix is fixed within an update: the chains' PAVG is exact there (on a
+    # model that PAVG mixes on; 15 updates at 0.05 on theta = 0.4 learn an all-to-all
+    # ferromagnet with two modes that only block Gibbs crosses)
+    pyro.set_rng_seed(6)
+    data = exact_posterior(ising, lattice_couplings(3, 0.25)).sample(500)
+    kernel = PAVG(learnable_ising, step_size=1.0, adapt_step_size=False, jit_compile=False)
+    pcd = _chains_pavg_pcd(kernel, lr=0.02)
+    pcd.fit(data, num_iterations=15, batch_size=32)
+    pcd.refresh_preconditioner()
+    assert pcd.preconditioner_matrix.abs().sum() > 0
+    current = exact_posterior(
+        ising,
+        symmetric_couplings(pyro.param("couplings")).detach(),
+        pyro.param("bias").detach(),
+    )
+    codes = draw_codes(_learned_model_pavg(pcd.preconditioner_matrix), 64, 400, 20, 9)
+    assert_exact(codes, current)
+
+
+@pytest.mark.slow
+def test_pcd_with_chains_preconditioner_learns_ising_couplings():
+    pyro.set_rng_seed(0)
+    true = lattice_couplings(3, 0.25)
+    data = _exact_data(ising, true)
+    kernel = PAVG(step_size=0.2, adapt_step_size=False, jit_compile=False)
+    pcd = _chains_pavg_pcd(
+        kernel, num_chains=64, mcmc_steps=3, lr=0.02, penalty={"couplings": 1e-4}
+    )
+    start = float(coupling_rmse(symmetric_couplings(pyro.param("couplings")), true))
+    pcd.fit(data, num_iterations=100, batch_size=64)
+    learned = symmetric_couplings(pyro.param("couplings")).detach()
+    rmse = float(coupling_rmse(learned, true))
+    assert rmse < 0.7 * start, "RMSE {:.3f} from {:.3f}".format(rmse, start)
+    bonds = true != 0
+    assert float(learned[bonds].mean()) > 0.1 > float(learned[~bonds].abs().mean())
+    assert pcd.preconditioner_fit is not None
 
 
 # ---------------------------------------------------------------------- errors
@@ -441,3 +546,11 @@ def test_pcd_errors_of_the_deep_ebm_options():
         make(refresh_every=5)
     with pytest.raises(RuntimeError, match="no preconditioner to refresh"):
         make().refresh_preconditioner()
+    with pytest.raises(TypeError, match="or 'chains' to fit it to the chains, got 'chain'"):
+        make(PAVG(), preconditioner="chain")
+    with pytest.raises(TypeError, match="preconditioner is the matrix of a PAVG kernel"):
+        make(GWG(), preconditioner="chains")
+    with pytest.raises(ValueError, match="preconditioner_window is the window of"):
+        make(PAVG(), preconditioner=hessian, preconditioner_window=5)
+    with pytest.raises(ValueError, match="preconditioner_window must be a positive"):
+        make(PAVG(), preconditioner="chains", preconditioner_window=0)
