@@ -408,6 +408,62 @@ def render_ebm_learning(d: dict) -> list[str]:
     return [table(d["summary"], columns), table(data)]
 
 
+#: per-step ESS is shown where each chain kept at least this many draws
+#: (``MIN_KEPT_FOR_ESS_PER_STEP`` of benchmarks/discs_table.py)
+DISCS_MIN_KEPT = 1000
+#: the columns of the DISCS-style table in RESULTS.md
+DISCS_COLUMNS = (
+    "target", "sampler", "steps", "kept_per_chain", "ess_per_step", "log_ess_per_second",
+    "log_ess_per_1000_evals", "accept_rate", "evals_per_step", "seconds_per_step",
+    "setup_s", "best_cut", "mean_cut",
+)  # fmt: skip
+
+
+def _discs_unsupported(rows: list[dict]) -> str:
+    """``sampler (targets)`` of the runs a sampler refused."""
+    refused: dict[str, list[str]] = {}
+    for r in rows:
+        if "unsupported" in r:
+            refused.setdefault(r["sampler"], []).append(r["target"])
+    return "; ".join(f"`{s}` ({', '.join(t)})" for s, t in refused.items())
+
+
+def _discs_notes(d: dict) -> list[str]:
+    """What the step minimum and the missing per-step ESS mean (markdown)."""
+    settings = d["settings"]
+    minimum, budget = settings["min_steps"], settings["budget"]
+    return [
+        f"Budget: `--chains {settings['chains']} --warmup {settings['warmup']} --budget "
+        f"{budget:g} --steps {settings['steps']}` (burn-in {settings['burn_in']:g} of each "
+        "run), chosen to keep the whole run short on a loaded, shared 2-core machine.",
+        f"*{minimum} (minimum)*: the {budget:g} s budget bought fewer than {minimum} "
+        f"steps of this sampler, which ran the {minimum}-step minimum instead, past its "
+        "budget; its per-second figures divide by the time it took.",
+        f"*n/a* per-step ESS: each chain kept fewer than {DISCS_MIN_KEPT:,} draws after "
+        "burn-in (`kept_per_chain`), too few for a per-step figure to compare; the log "
+        "ESS per second and per 1000 evaluations are shown for every run.",
+    ]
+
+
+def render_discs_table(d: dict) -> list[str]:
+    rows = []
+    for r in d["table"]:
+        if "unsupported" in r:
+            continue
+        row = dict(r)
+        if r.get("min_steps_applied"):
+            row["steps"] = f"{r['steps']} (minimum)"
+        if r.get("ess_per_step") is None:
+            row["ess_per_step"] = "n/a"
+        rows.append(row)
+    columns = [c for c in DISCS_COLUMNS if any(c in r for r in rows)]
+    notes = _discs_notes(d)
+    refused = _discs_unsupported(d["table"])
+    if refused:
+        notes.append(f"Refused (not in the table): {refused}.")
+    return ["\n\n".join(notes), table(rows, columns)]
+
+
 RENDERERS: dict[str, Callable[[dict], list[str]]] = {
     "step_cost": render_step_cost,
     "chain_throughput": render_chain_throughput,
@@ -423,6 +479,7 @@ RENDERERS: dict[str, Callable[[dict], list[str]]] = {
     "profile_default_path": render_profile,
     "memory": render_memory,
     "ebm_learning": render_ebm_learning,
+    "discs_table": render_discs_table,
 }
 
 
@@ -871,6 +928,14 @@ def _grid(rows: list[dict], row_key, col_key: str, corner: str, cell) -> list[li
     return table
 
 
+def _discs_cell(row: dict, key: str) -> str:
+    """A cell of the DISCS-style grid: ``-`` for a refused target, ``*`` for a run at
+    the step minimum."""
+    if key not in row:
+        return "-"
+    return f"{row[key]:.2f}" + ("*" if row.get("min_steps_applied") else "")
+
+
 def render_discs_table_rst() -> str:
     d = _load("discs_table")
     settings = d["settings"]
@@ -879,10 +944,13 @@ def render_discs_table_rst() -> str:
     lines = _rst_header("discs_table") + [
         f"Measured with ``{d['command']}`` ({machine_line(d)}): {settings['chains']} "
         f"chains per sampler, {settings['warmup']} warmup steps, then an equal budget of "
-        f"{settings['budget']:g} s of sampling (at most {settings['steps']} steps). Each "
-        "cell is the mean over chains of the natural log of the ESS of the Hamming "
-        "statistic; higher is better, and a difference of 0.7 is a factor of two. "
-        "``-``: the sampler refuses the target's site kind. Not the default path: every "
+        f"{settings['budget']:g} s of sampling (at most {settings['steps']} steps; a "
+        f"cell marked * is a slow sampler that ran the {settings['min_steps']}-step "
+        "minimum, past its budget). Each cell is the mean over chains of the natural log "
+        "of the ESS of the Hamming statistic (on ``ordinal``, of the sum of the "
+        "coordinates); higher is better, and a difference of 0.7 is a factor of two. "
+        "``-``: the sampler refuses the target (its site kind; ``gwg-r4``, GWG with "
+        "ordinal jumps of up to 4, applies to ordinals only). Not the default path: every "
         "kernel runs with ``jit_compile=True`` through its chain driver (as "
         "``pyro_gwg.MCMC`` drives it), and the per-second figures leave out setup, "
         "warmup and compilation (the first two blocks are counted at the average cost; "
@@ -894,9 +962,7 @@ def render_discs_table_rst() -> str:
         ("log_ess_per_1000_evals", "log ESS per 1000 model evaluations"),
     ):
         lines += [f"**{title}**", ""]
-        table = _grid(
-            rows, "sampler", "target", "Sampler", lambda r, k=key: f"{r[k]:.2f}" if k in r else "-"
-        )
+        table = _grid(rows, "sampler", "target", "Sampler", lambda r, k=key: _discs_cell(r, k))
         lines += _list_table([14] + [8] * len(targets), table) + [""]
     best = []
     for target in targets:
