@@ -289,16 +289,22 @@ def test_mixed_gibbs_runs_in_pyro_gwg_mcmc_with_its_continuous_sites_in_the_draw
     idata = pyro_gwg.to_inference_data(mcmc)
     assert idata.posterior["locs"].shape == (3, 6, 2) and idata.posterior["z"].shape == (3, 6, 6)
     assert "diverging" in idata.sample_stats and "log_likelihood" in idata.groups()
+    calls = []
     saved = pyro_gwg.MCMC(
         MixedGibbs(HMC(gaussian_mixture, num_steps=3), Gibbs()),
         3,
-        0,
+        1,
         num_chains=2,
         save_params=["locs"],
-        disable_progbar=True,
+        hook_fn=lambda kernel, params, stage, i: calls.append(
+            (stage, i, {k: tuple(v.shape) for k, v in params.items()})
+        ),
     )
     saved.run(Y_MIX)
     assert saved.get_samples().keys() == {"locs"}
+    assert [c[:2] for c in calls] == [("Warmup", 0), ("Sample", 0), ("Sample", 1), ("Sample", 2)]
+    assert calls[0][2] == {"z": (2, 6), "locs": (2, 2)}
+    assert "Sample" in capsys.readouterr().err  # the progress bar
 
 
 def test_each_chain_sweeps_as_mixed_gibbs_does():
