@@ -31,6 +31,7 @@ __all__ = [
     "exact_posterior",
     "lift_enumeration",
     "draw_enumerated",
+    "broadcasts",
     "draw_enumerated_batch",
     "sample_enumerated",
     "with_enumeration",
@@ -486,11 +487,7 @@ def sample_enumerated(
     if not enumerated:
         raise ValueError("The model marks no site infer={'enumerate': 'parallel'}.")
     # MCMC returns float draws; Categorical values are indices for the model
-    index_sites = {
-        site["name"]
-        for site in _trace.sample_sites(trace)
-        if isinstance(unwrap_distribution(site["fn"]), Categorical)
-    }
+    index_sites = _index_sites(model, args, kwargs)
     num_draws = len(next(iter(samples.values())))
     draws: Dict[str, list] = {name: [] for name in enumerated}
     for i in range(num_draws):
@@ -512,11 +509,12 @@ def draw_enumerated_batch(
     kwargs: dict,
     max_plate_nesting: int,
     batched: bool,
+    temperature: int = 1,
 ) -> Dict[str, torch.Tensor]:
     """``num_draws`` draws of the sites ``model`` sums out, the ``n``-th given the
     ``n``-th entry of ``values``: in one run of the model inside a batch plate when
-    ``batched`` (the model broadcasts over a batch dimension, see
-    :mod:`pyro_gwg.bridge.batching`), else one run per draw (:func:`draw_enumerated`).
+    ``batched`` (see :func:`broadcasts`), else one run per draw
+    (:func:`draw_enumerated`).
 
     :param callable model: the model with its enumeration marks.
     :param dict values: ``{site: [N, *value_shape]}`` of the other latent sites (may be
@@ -528,12 +526,20 @@ def draw_enumerated_batch(
     :param dict kwargs: its keyword arguments.
     :param int max_plate_nesting: the model's plate nesting.
     :param bool batched: draw in one batched run.
+    :param int temperature: 1 to sample, 0 for the most likely values.
     :returns: ``{site: [N, *value_shape]}`` of the enumerated sites.
     """
+    index_sites = _index_sites(model, args, kwargs)
     if not batched:
         draws = [
             draw_enumerated(
-                model, {k: v[n] for k, v in values.items()}, args, kwargs, max_plate_nesting
+                model,
+                {k: v[n] for k, v in values.items()},
+                args,
+                kwargs,
+                max_plate_nesting,
+                temperature,
+                index_sites,
             )
             for n in range(num_draws)
         ]
@@ -544,12 +550,12 @@ def draw_enumerated_batch(
         pad = max_plate_nesting - len(batch_shape)
         return (num_draws,) + (1,) * pad + tuple(batch_shape) + tuple(event_shape)
 
-    given = {k: v.reshape(padded(k)) for k, v in values.items()}
+    given = {k: (v.long() if k in index_sites else v).reshape(padded(k)) for k, v in values.items()}
     batched_model = _trace.model_at(
         model, given, max_plate_nesting, batch=(_BATCH_PLATE, num_draws)
     )
     discrete = infer_discrete(
-        batched_model, first_available_dim=-2 - max_plate_nesting, temperature=1
+        batched_model, first_available_dim=-2 - max_plate_nesting, temperature=temperature
     )
     trace = _trace.trace_model(discrete, args, kwargs)
     out = {}
@@ -559,6 +565,57 @@ def draw_enumerated_batch(
             full = torch.broadcast_to(site["value"], padded(name))
             out[name] = full.reshape((num_draws,) + tuple(shapes[name][0] + shapes[name][1]))
     return out
+
+
+def broadcasts(
+    model,
+    values: Dict[str, torch.Tensor],
+    shapes: Dict[str, Tuple[torch.Size, torch.Size]],
+    args: tuple,
+    kwargs: dict,
+    max_plate_nesting: int,
+    num_probes: int = 3,
+) -> bool:
+    """Whether draws of the sites ``model`` sums out may run batched
+    (:func:`draw_enumerated_batch`): the most likely values (temperature 0) given the
+    first ``num_probes`` entries of ``values``, drawn in one batched run, must equal
+    those drawn one at a time (a model that does not broadcast over a batch dimension
+    fails or differs).
+
+    :param callable model: the model with its enumeration marks.
+    :param dict values: ``{site: [N, *value_shape]}`` of the other latent sites.
+    :param dict shapes: as for :func:`draw_enumerated_batch`.
+    :param tuple args: the model's positional arguments.
+    :param dict kwargs: its keyword arguments.
+    :param int max_plate_nesting: the model's plate nesting.
+    :param int num_probes: draws compared.
+    :rtype: bool
+    """
+    size = len(next(iter(values.values()))) if values else num_probes
+    probe = {k: v[: min(num_probes, size)] for k, v in values.items()}
+    count = min(num_probes, size)
+    try:
+        together = draw_enumerated_batch(
+            model, probe, count, shapes, args, kwargs, max_plate_nesting, True, 0
+        )
+    except Exception:  # (a model that cannot run batched)
+        return False
+    alone = draw_enumerated_batch(
+        model, probe, count, shapes, args, kwargs, max_plate_nesting, False, 0
+    )
+    return together.keys() == alone.keys() and all(
+        torch.equal(together[k], alone[k].to(together[k].dtype)) for k in alone
+    )
+
+
+def _index_sites(model, args: tuple, kwargs: dict) -> set:
+    """The ``Categorical`` sites of ``model`` (their values are indices)."""
+    trace = _trace.trace_model(model, args, kwargs)
+    return {
+        site["name"]
+        for site in _trace.sample_sites(trace)
+        if isinstance(unwrap_distribution(site["fn"]), Categorical)
+    }
 
 
 def draw_enumerated(
@@ -585,11 +642,7 @@ def draw_enumerated(
     :returns: ``{site: value}`` of the enumerated sites.
     """
     if index_sites is None:
-        index_sites = {
-            site["name"]
-            for site in _trace.sample_sites(_trace.trace_model(model, args, kwargs))
-            if isinstance(unwrap_distribution(site["fn"]), Categorical)
-        }
+        index_sites = _index_sites(model, args, kwargs)
     values = {k: v.long() if k in index_sites else v for k, v in values.items()}
     discrete = infer_discrete(
         poutine.condition(model, data=values),

@@ -38,6 +38,7 @@ results of an earlier run outlive it.
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import numbers
 import warnings
@@ -49,6 +50,7 @@ from pyro.infer.mcmc.mcmc_kernel import MCMCKernel
 
 from pyro_gwg import cluster
 from pyro_gwg._validation import check_bool, check_integer, is_integer
+from pyro_gwg.auto import Auto
 from pyro_gwg.runner.checks import (
     check_device,
     check_initial_params,
@@ -333,8 +335,13 @@ class MCMC(AbstractMCMC):
         drawn."""
         self._clear()
         self._status = "running"
-        strategy_class, starter = strategy_for(self.kernel, self.chain_method)
-        strategy = strategy_class(self._config(), starter)
+        kernel, config = self.kernel, self._config()
+        if isinstance(kernel, Auto):  # the kernel its plan for these arguments runs
+            kernel.plan(*args, **kwargs)
+            kernel = kernel.kernel
+            config = dataclasses.replace(config, kernel=kernel)
+        strategy_class, starter = strategy_for(kernel, self.chain_method)
+        strategy = strategy_class(config, starter)
         initial_params = self.initial_params
         if strategy.moves_to_device:
             args, kwargs, initial_params = on_device(self.device, args, kwargs, initial_params)
@@ -350,6 +357,11 @@ class MCMC(AbstractMCMC):
             self._clear()
             self._status = "failed"
             raise
+        if isinstance(self.kernel, Auto):  # the sites it summed out, drawn per draw
+            draws = self._draws
+            drawn = self.kernel.enumerated_draws(draws.samples(group_by_chain=True), args, kwargs)
+            continuous = {**draws.continuous, **drawn}
+            self._draws = Draws(draws.codes, draws.statistics, draws.decoder, continuous)
         self.num_draws_kept = self._draws.num_draws
         self._status = "done"
 
@@ -506,4 +518,3 @@ class MCMC(AbstractMCMC):
         if isinstance(prob, bool) or not isinstance(prob, numbers.Real) or not 0 < prob < 1:
             raise ValueError("prob must be a number in (0, 1), got {!r}".format(prob))
         self._results().summary(float(prob))
-

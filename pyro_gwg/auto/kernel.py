@@ -35,8 +35,13 @@ from pyro.infer.mcmc.mcmc_kernel import MCMCKernel
 from pyro_gwg import _trace
 from pyro_gwg._validation import check_bool, check_integer
 from pyro_gwg.auto.exact import ExactDraws
-from pyro_gwg.auto.plan import DEFAULT_BUDGET, Plan, make_plan
-from pyro_gwg.enumeration import draw_enumerated, with_enumeration
+from pyro_gwg.auto.plan import DEFAULT_BUDGET, Plan, make_plan, value_batch_shape
+from pyro_gwg.enumeration import (
+    broadcasts,
+    draw_enumerated,
+    draw_enumerated_batch,
+    with_enumeration,
+)
 from pyro_gwg.kernels import REGISTRY
 from pyro_gwg.kernels.base import JIT_MODES, DiscreteKernel
 from pyro_gwg.kernels.mixed import MixedGibbs
@@ -233,32 +238,36 @@ class Auto(MCMCKernel):
         )
 
     # ------------------------------------------------------------------ pyro_gwg.MCMC
-    def _discrete_kernel(self, args: tuple, kwargs: dict) -> DiscreteKernel:
+    def enumerated_draws(
+        self, values: Mapping[str, torch.Tensor], args: tuple, kwargs: dict
+    ) -> Dict[str, torch.Tensor]:
+        """A draw of the summed-out sites given each draw of a run of the planned kernel
+        (when ``draw_enumerated``; else nothing): :class:`pyro_gwg.MCMC` adds them to
+        its draws.
+
+        :param dict values: the run's draws ``{site: [C, T, ...]}``.
+        :param tuple args: the model's positional arguments.
+        :param dict kwargs: its keyword arguments.
+        :returns: ``{site: [C, T, ...]}`` of the summed-out sites.
+        :rtype: dict
+        """
         plan, kernel = self._plan_for(args, kwargs)
-        if not isinstance(kernel, DiscreteKernel):
-            raise UnsupportedModelError(
-                "Auto's plan for this model runs {} (continuous sites: {}); "
-                "pyro_gwg.MCMC runs plans of discrete sites only. Use "
-                "pyro.infer.MCMC(Auto(model), ...).".format(
-                    type(kernel).__name__, ", ".join(plan.continuous)
-                )
-            )
-        return kernel
-
-    def model_density(
-        self, model_args: tuple = (), model_kwargs: Optional[dict] = None, given=None
-    ):
-        """The density of the planned discrete kernel (see
-        :meth:`pyro_gwg.DiscreteKernel.model_density`)."""
-        kwargs = model_kwargs or {}
-        return self._discrete_kernel(model_args, kwargs).model_density(model_args, kwargs, given)
-
-    def start(self, warmup_steps: int, model_args: tuple = (), model_kwargs=None, **options):
-        """Start chains of the planned discrete kernel (see
-        :meth:`pyro_gwg.DiscreteKernel.start`)."""
-        kwargs = model_kwargs or {}
-        kernel = self._discrete_kernel(model_args, kwargs)
-        return kernel.start(warmup_steps, model_args, kwargs, **options)
+        if not (self.draw_enumerated and plan.enumerated) or isinstance(kernel, ExactDraws):
+            return {}
+        num_chains, num_draws = next(iter(values.values())).shape[:2]
+        size = num_chains * num_draws
+        flat = {k: v.reshape((size,) + v.shape[2:]) for k, v in values.items()}
+        trace = _trace.trace_model(self.model, args, kwargs)
+        shapes = {
+            site["name"]: (value_batch_shape(site), site["fn"].event_shape)
+            for site in _trace.sample_sites(trace, "latent")
+        }
+        model = with_enumeration(self.model, plan.enumerated)
+        batched = broadcasts(model, flat, shapes, args, kwargs, self._plate_nesting)
+        drawn = draw_enumerated_batch(
+            model, flat, size, shapes, args, kwargs, self._plate_nesting, batched
+        )
+        return {k: v.reshape((num_chains, num_draws) + v.shape[1:]) for k, v in drawn.items()}
 
     # ------------------------------------------------------------------ pyro.infer.MCMC
     @property

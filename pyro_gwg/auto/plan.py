@@ -56,6 +56,7 @@ __all__ = [
     "enumeration_cost",
     "enumeration_obstacle",
     "make_plan",
+    "value_batch_shape",
 ]
 
 #: largest number of elements of one enumerated log-probability tensor
@@ -175,7 +176,8 @@ def _plated_dims(site) -> Dict[int, object]:
     return {f.dim: f for f in site["cond_indep_stack"] if f.vectorized and f.dim is not None}
 
 
-def _batch_shape(site) -> torch.Size:
+def value_batch_shape(site) -> torch.Size:
+    """The batch shape of a site's value (its shape without the event dimensions)."""
     value = site["value"]
     return value.shape[: value.dim() - site["fn"].event_dim]
 
@@ -208,7 +210,7 @@ def enumeration_obstacle(
     if fn.event_dim > int(one_hot):
         return "its value has event dimensions (to_event): enumeration would list every joint value"
     frames = _plated_dims(site)
-    batch_shape = _batch_shape(site)
+    batch_shape = value_batch_shape(site)
     for dim in range(-len(batch_shape), 0):
         if batch_shape[dim] > 1 and dim not in frames:
             return (
@@ -429,7 +431,7 @@ def make_plan(
         SitePlan(
             s["name"],
             site_kind(s),
-            _batch_shape(s).numel() if site_kind(s) != "continuous" else s["value"].numel(),
+            value_batch_shape(s).numel() if site_kind(s) != "continuous" else s["value"].numel(),
             *decided[s["name"]],
         )
         for s in latent
@@ -451,11 +453,13 @@ def _sampled_move(site, kind: str, latent, why: str) -> Tuple[str, str]:
     model has enough of their coordinates for gradient moves to pay."""
     if kind in ("index", "ordinal"):
         return "Gibbs", "{}; {} site: exact conditional of each coordinate".format(why, kind)
-    coords = sum(_batch_shape(s).numel() for s in latent if site_kind(s) in ("binary", "one-hot"))
+    coords = sum(
+        value_batch_shape(s).numel() for s in latent if site_kind(s) in ("binary", "one-hot")
+    )
     if coords < _GRADIENT_MIN_COORDS:
         return "Gibbs", "{}; {} {} coordinates: exact conditional".format(why, coords, kind)
     return "GWG", "{}; {} of {} coupled {} coordinates: gradient moves".format(
-        why, _batch_shape(site).numel(), coords, "binary/one-hot"
+        why, value_batch_shape(site).numel(), coords, "binary/one-hot"
     )
 
 
