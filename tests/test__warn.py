@@ -153,3 +153,14 @@ def test_name_list_gives_runs_of_numbered_names_as_ranges():
         name_list(["s{}".format(2 * i) for i in range(12)], limit=3)
         == "'s0', 's2', 's4' and 9 more"
     )
+
+
+def test_a_gradient_free_kernel_does_not_warn_about_index_sites():
+    """The warning says a gradient-informed proposal sees only the prior of an index
+    site; Gibbs (and every kernel without a gradient) proposes from the log joint."""
+    y = torch.tensor([-2.0, -2.0, 0.0, 0.0, 2.0, 2.0])
+    mcmc = MCMC(pyro_gwg.Gibbs(regime_hmm), 20, 5, disable_progbar=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        mcmc.run(y)
+    assert not [w for w in caught if "Categorical site" in str(w.message)]

@@ -70,6 +70,8 @@ MOVES = (ENUMERATE, NUTS, "Gibbs", "GWG")
 _PROBE_ELEMENTS = 4
 #: states of the model at which the probes run (the initial one, then prior draws)
 _PROBE_STATES = 2
+#: the move of a sampled discrete site before its kernel is chosen
+_SAMPLED = "sampled"
 #: binary and one-hot coordinates below which Gibbs is chosen over gradient moves
 _GRADIENT_MIN_COORDS = 4
 
@@ -174,6 +176,12 @@ def _is_index(fn) -> bool:
 def _plated_dims(site) -> Dict[int, object]:
     """``{dim: frame}`` of the vectorised plates of ``site``."""
     return {f.dim: f for f in site["cond_indep_stack"] if f.vectorized and f.dim is not None}
+
+
+def _num_coords(site) -> int:
+    """Scalar elements of a site's value (one per one-hot vector)."""
+    value = site["value"]
+    return value.numel() // (value.shape[-1] if site_kind(site) == "one-hot" else 1)
 
 
 def value_batch_shape(site) -> torch.Size:
@@ -403,7 +411,7 @@ def make_plan(
             if obstacle is None:
                 candidates.append(name)
             else:
-                decided[name] = _sampled_move(site, kind, latent, "not summed out: " + obstacle)
+                decided[name] = (_SAMPLED, "not summed out: " + obstacle)
     largest = _cost_or_none(model, args, kwargs, enumerated, max_plate_nesting)
     if largest is None and enumerated:
         raise UnsupportedModelError(
@@ -419,19 +427,20 @@ def make_plan(
         if cost is not None and cost <= budget:
             enumerated.append(name)
             largest = max(largest, cost)
-            decided[name] = (ENUMERATE, "independent across its plates; tensor {:,}".format(cost))
+            decided[name] = (ENUMERATE, "summed out; largest tensor {:,}".format(cost))
         else:
             why = (
                 "Pyro's enumeration fails on the model"
                 if cost is None
                 else "its enumerated tensor ({:,}) exceeds the budget".format(cost)
             )
-            decided[name] = _sampled_move(site, site_kind(site), latent, "not summed out: " + why)
+            decided[name] = (_SAMPLED, "not summed out: " + why)
+    _choose_kernel(decided, {s["name"]: s for s in latent}, overrides)
     plans = tuple(
         SitePlan(
             s["name"],
             site_kind(s),
-            value_batch_shape(s).numel() if site_kind(s) != "continuous" else s["value"].numel(),
+            _num_coords(s),
             *decided[s["name"]],
         )
         for s in latent
@@ -448,19 +457,36 @@ def _cost_or_none(model, args, kwargs, enumerated, max_plate_nesting) -> Optiona
         return None
 
 
-def _sampled_move(site, kind: str, latent, why: str) -> Tuple[str, str]:
-    """Gibbs for index and ordinal sites; GWG for binary and one-hot sites when the
-    model has enough of their coordinates for gradient moves to pay."""
-    if kind in ("index", "ordinal"):
-        return "Gibbs", "{}; {} site: exact conditional of each coordinate".format(why, kind)
-    coords = sum(
-        value_batch_shape(s).numel() for s in latent if site_kind(s) in ("binary", "one-hot")
-    )
-    if coords < _GRADIENT_MIN_COORDS:
-        return "Gibbs", "{}; {} {} coordinates: exact conditional".format(why, coords, kind)
-    return "GWG", "{}; {} of {} coupled {} coordinates: gradient moves".format(
-        why, value_batch_shape(site).numel(), coords, "binary/one-hot"
-    )
+def _choose_kernel(decided: Dict[str, Tuple[str, str]], latent: Dict, overrides) -> None:
+    """Give the sampled discrete sites (move ``_SAMPLED`` in ``decided``) one kernel:
+    the one the user gave other sites, else Gibbs where index and ordinal sites hold
+    most of the sampled coordinates or fewer than 4 are binary or one-hot, else GWG."""
+    sampled = [name for name, (move, _) in decided.items() if move == _SAMPLED]
+    if not sampled:
+        return
+    chosen = {m for m in overrides.values() if m not in (ENUMERATE, NUTS)}
+    sizes = {name: _num_coords(latent[name]) for name in sampled}
+    graded = sum(sizes[n] for n in sampled if site_kind(latent[n]) in ("binary", "one-hot"))
+    if len(chosen) == 1:
+        (kernel,) = chosen
+        why = "the kernel set by the user for the other sampled sites"
+    elif graded >= _GRADIENT_MIN_COORDS and 2 * graded >= sum(sizes.values()):
+        kernel = "GWG"
+        why = "gradient moves: {} of the {} sampled coordinates are binary or one-hot".format(
+            graded, sum(sizes.values())
+        )
+    else:
+        kernel = "Gibbs"
+        total = sum(sizes.values())
+        if graded < _GRADIENT_MIN_COORDS:
+            why = "exact conditional of each coordinate: {} sampled coordinates".format(total)
+        else:
+            why = (
+                "exact conditional of each coordinate: {} of the {} sampled coordinates "
+                "are index or ordinal".format(total - graded, total)
+            )
+    for name in sampled:
+        decided[name] = (kernel, "{}; {}".format(decided[name][1], why))
 
 
 def _check_overrides(overrides: Mapping[str, str], latent, allowed: frozenset) -> None:

@@ -334,7 +334,8 @@ class DiscreteKernel(MCMCKernel):
         if self.evaluates_states and energy.batching is None:
             # even one chain's step evaluates many states
             energy.choose_batching(codes)
-        energy.warn_gradient_blind_categoricals(codes[:1], report.categoricals)
+        if self.needs_gradient:  # (the proposal of a gradient-free kernel sees no gradient)
+            energy.warn_gradient_blind_categoricals(codes[:1], report.categoricals)
         mode = self.jit_compile
         # (an earlier block of the run found that it does not compile, and said so)
         if mode and (report.eager or not self._traceable(energy, codes)):
