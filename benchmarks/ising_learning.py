@@ -1,7 +1,8 @@
 r"""Learning Ising couplings by persistent contrastive divergence: log RMSE of the learned
-couplings against MCMC steps per iteration for Gibbs, GWG, NCG, AVG and PAVG with a
-preconditioner that tracks the coupling estimate (Rhodes & Gutmann 2022, Section 5.3;
-the Gibbs/GWG part is Grathwohl et al. 2021, Section 6, Fig. 6), at small scale.
+couplings against MCMC steps per iteration for Gibbs, GWG, NCG, AVG and PAVG, with a
+preconditioner that tracks the coupling estimate (model-specific) or one fitted to the
+persistent chains (model-agnostic) (Rhodes & Gutmann 2022, Section 5.3; the Gibbs/GWG
+part is Grathwohl et al. 2021, Section 6, Fig. 6), at small scale.
 
 What is measured
 ----------------
@@ -45,6 +46,14 @@ Samplers (all eager, ``jit_compile=False``; one step = one kernel transition):
   :math:`d = 2/\epsilon - \min(\lambda_{\min}(M), 0) = 0.001 + |\lambda_{\min}|`, the
   value of the reference code's block-Gibbs sampler (``epsilon = 1000`` there, with
   ``d = 1/\epsilon - \ldots``).
+* ``pavg_agnostic``: ``pyro_gwg.PAVG`` with the model-agnostic preconditioner of paper
+  002 Section 5.3, fitted to the persistent chains: ``PCD(...,
+  preconditioner="chains", preconditioner_window=--pavg-window, refresh_every=1)``
+  refits ``M`` before every update from the chains' states, gradients and log joints
+  over the transitions of the last ``--pavg-window`` (10) updates, as PAVG's warmup
+  fits it (``M = 0``, AVG, in update 0). Step size ``--pavg-agnostic-step-size`` 0.2,
+  the authors' value. ``--add-to results/ising_learning.json`` adds such rows to an
+  earlier run with the same settings (same training data) without rerunning the rest.
 
 Step sizes
 ----------
@@ -77,6 +86,12 @@ AVG 1-20, GWG and NCG 1-24, Gibbs 2-40, block Gibbs 3-60; the middle panel of th
 puts the runs against their wall-clock time instead), 300 updates of 128 chains with
 learning rate 0.003 (paper: 2000 updates, batch 50 from a 5000-state buffer, AdamW with
 learning rate 3e-4), 2 seeds (paper: 1 run per setting).
+
+GWG's acceptance at the end of training (the ``accept prob`` column) depends on the
+phase of training the run is in at its last update, not on ``K`` as such:
+``ising_learning_gwg.py`` measures it along training (RESULTS.md explains it with its
+numbers): it is low when the persistent chains have fallen into near-ordered states, at
+every ``K``.
 
 Run from the repository root::
 

@@ -167,7 +167,7 @@ def fit_records(records: List[ChainRecord]) -> Optional[PreconditionerFit]:
     as many steps each), each record's chains taken as chains of their own: the
     covariance pools every state, the scale is fitted on successive states within a
     record only (a record's log joints come from one density), and the entries of ``M``
-    that :meth:`CandidateGrid.block_mask` drops are zero.
+    that :meth:`~pyro_gwg.proposals.layout.CandidateGrid.block_mask` drops are zero.
 
     :param list records: non-empty :class:`ChainRecord` s of one grid.
     :returns: the fit, or ``None`` when fewer than two moves were recorded.

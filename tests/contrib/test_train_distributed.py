@@ -17,7 +17,8 @@ import torch
 import torch.distributed as dist
 
 import pyro_gwg
-from pyro_gwg import GWG, exact_posterior
+from pyro_gwg import GWG, PAVG, exact_posterior
+from pyro_gwg.adaptation import fit_records
 from pyro_gwg.cluster import block_seeds
 from pyro_gwg.contrib.train import (
     PCD,
@@ -139,6 +140,36 @@ def test_all_reduced_update_equals_the_one_process_update():
     assert "before the first step" in errors["after first step"]
     assert "batch_size (3) must be divisible by the number of workers (2)" in errors["odd batch"]
     assert "share torch's seed" in errors["shared seed"]
+
+
+def _chains_preconditioner_worker(package_dir: str) -> dict:
+    """Each rank moves its own chains under PAVG with the preconditioner fitted to the
+    chains; the fit pools every rank's records, so the ranks share one matrix."""
+    assert os.path.dirname(pyro_gwg.__file__) == package_dir, pyro_gwg.__file__
+    pyro.param("couplings", lattice_couplings(3, 0.3))  # away from J = 0, where M = 0 fits
+    pcd = PCD(
+        learnable_ising,
+        PAVG(step_size=0.5, adapt_step_size=False, jit_compile=False),
+        num_chains=32,
+        mcmc_steps=2,
+        lr=0.02,
+        preconditioner="chains",
+        model_args=(9,),
+    ).distribute()
+    pcd.fit(torch.randint(0, 2, (64, 9)).float(), num_iterations=3, batch_size=16)
+    mine = pcd.preconditioner_matrix
+    matrices = [torch.empty(9, 9) for _ in range(pcd.world_size)]
+    dist.all_gather(matrices, mine)
+    # the last refit (before update 2) on this rank's records of updates 0 and 1 only
+    own = fit_records(list(pcd._records)[:-1]).matrix
+    return {"matrices": matrices, "own differs": not torch.allclose(own, mine)}
+
+
+def test_ranks_share_the_preconditioner_fitted_to_their_chains():
+    out = run_data_parallel(_chains_preconditioner_worker, (PACKAGE_DIR,), num_workers=2)
+    first, second = out["matrices"]
+    assert first.abs().sum() > 0 and torch.equal(first, second)
+    assert out["own differs"]
 
 
 # ---------------------------------------------------------------------- learning, within MC error
