@@ -55,6 +55,7 @@ ORDER = (
     "memory",
     "ray_scaling",
     "discs_table",
+    "real_models",
 )
 
 
@@ -464,6 +465,47 @@ def render_discs_table(d: dict) -> list[str]:
     return ["\n\n".join(notes), table(rows, columns)]
 
 
+def render_real_models(d: dict) -> list[str]:
+    """benchmarks/real_models.py: per model the best method and Auto, then every row."""
+    summary = [
+        {
+            "model": s["model"],
+            "best": s["best"],
+            "best ESS/s": s["best_ess_per_s"],
+            "best exact": s["best_exact"],
+            "best warmup s": s["best_warmup_s"],
+            "Auto ESS/s": s["auto_ess_per_s"] if s["auto_ess_per_s"] is not None else s["auto"],
+            "Auto / best": s["auto_ratio"],
+            "Auto exact": s["auto_exact"],
+            "Auto warmup s": s["auto_warmup_s"],
+        }
+        for s in d["summary"]
+    ]
+    columns = (
+        "model", "label", "runner", "status", "chains", "draws", "warmup_s", "sampling_s",
+        "min_ess", "ess_per_s", "slowest", "min_ess_discrete", "max_abs_z", "z_limit", "exact",
+    )  # fmt: skip
+    notes = [f"{d['note']}; {d['jit_note']}."]
+    notes += [f"- {key}: {text}" for key, text in d["definitions"].items()]
+    return ["\n".join(notes), table(summary), table(d["rows"], columns)]
+
+
+def render_real_models_reference(d: dict) -> list[str]:
+    rows = [
+        {
+            "model": name,
+            "method": ref["method"],
+            "chains": ref["chains"],
+            "draws per chain": ref["draws_per_chain"],
+            "seconds": ref["seconds"],
+            "min ESS": min(min(s["ess"]) for s in ref["sites"].values()),
+            "max R-hat": max(max(s["r_hat"]) for s in ref["sites"].values()),
+        }
+        for name, ref in d["models"].items()
+    ]
+    return [d["note"], table(rows)]
+
+
 RENDERERS: dict[str, Callable[[dict], list[str]]] = {
     "step_cost": render_step_cost,
     "chain_throughput": render_chain_throughput,
@@ -480,6 +522,8 @@ RENDERERS: dict[str, Callable[[dict], list[str]]] = {
     "memory": render_memory,
     "ebm_learning": render_ebm_learning,
     "discs_table": render_discs_table,
+    "real_models": render_real_models,
+    "real_models_reference": render_real_models_reference,
 }
 
 
