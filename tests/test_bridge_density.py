@@ -8,7 +8,7 @@ import torch
 from pyro import poutine
 from small_models import SUITE
 
-from pyro_gwg import ModelDensity
+from pyro_gwg import BatchingWarning, ModelDensity
 from pyro_gwg.sites import BINARY, ONE_HOT, ORDINAL
 
 pytestmark = pytest.mark.filterwarnings("ignore:Categorical site")
@@ -278,7 +278,10 @@ def test_an_energy_given_values_conditions_the_model_on_them():
         energy.set_given({"nu": torch.tensor(0.0)})
 
 
-def _gated_model(y=torch.tensor(1.0)):
+ONE = torch.tensor(1.0)
+
+
+def _gated_model(y=ONE):
     # a continuous site inside a plate and one with an event dimension, both read by
     # the discrete sites' log-probabilities
     mu = pyro.sample("mu", dist.Normal(torch.zeros(2), 1.0).to_event(1))
@@ -326,10 +329,22 @@ def test_given_values_per_chain_condition_each_chain_on_its_own(batching):
         energy.set_given({"mu": torch.zeros(3, 2), "scale": torch.ones(2, 3)})
 
 
-def test_the_batching_of_a_density_given_values_per_chain_is_chosen_by_its_states():
-    # probing the batching under every chain's own values would compare a batched run
-    # with single runs under other values: chain 0's values are used for the probes
+def test_the_batching_of_a_density_given_values_per_chain_is_probed_under_each_chains():
+    # each probe state is compared, evaluated alone, under the values of the chain that
+    # a batch gives it: a model that broadcasts them runs batched, one that does not
+    # (here: .expand of a per-chain value) is caught
     torch.manual_seed(1)
     given = {"mu": torch.randn(4, 2), "scale": torch.rand(4, 3) + 0.5}
     energy = ModelDensity(_gated_model, given=given, given_per_chain=True)
     assert energy.choose_batching(torch.randint(0, 2, (4, 3))) == "plate"
+
+    def expanding(y=ONE):
+        mu = pyro.sample("mu", dist.Normal(0.0, 1.0))
+        x = pyro.sample("x", dist.Bernoulli(logits=mu).expand([3]).to_event(1))
+        pyro.sample("y", dist.Normal(x.sum(-1), 1.0), obs=y)
+
+    # (chains at equal values, e.g. the same initial values, would hide it: the probes
+    # take the prior's values beside chain 0's)
+    energy = ModelDensity(expanding, given={"mu": torch.zeros(4)}, given_per_chain=True)
+    with pytest.warns(BatchingWarning, match="plate"):
+        assert energy.choose_batching(torch.randint(0, 2, (4, 3))) == "vmap"

@@ -145,13 +145,13 @@ def test_compiled_transitions_take_the_energys_given_values_as_arguments():
         pyro.sample("x", pyro.distributions.Bernoulli(logits=mu).expand([3]).to_event(1))
 
     kernel = pyro_gwg.GWG(model, jit_compile=True)
-    kernel.vectorized_chains = 4
-    kernel.setup_given(0, {"mu": torch.tensor(0.0)})
+    kernel.vectorized_chains = 4  # (one given value per chain)
+    kernel.setup_given(0, {"mu": torch.zeros(4)})
     driver = kernel.driver
     driver.run(8, every=8)
     blocks = []
     for mu in (4.0, -4.0):
-        kernel.energy.set_given({"mu": torch.tensor(mu)})
+        kernel.energy.set_given({"mu": torch.tensor([mu, -mu, mu, 0.0])})
         kernel.refresh()
         driver.run(8, lambda t, info, codes, log_joint: blocks.append(log_joint), every=8)
         assert torch.allclose(blocks[-1][:, -1], kernel.energy.log_joint(driver.state.codes))

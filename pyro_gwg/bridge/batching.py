@@ -108,8 +108,7 @@ class Batching:
         """
         if self.batching is not None:
             return self.batching
-        with self.given_of_chain(0):  # (the states, not the given values, are probed)
-            mode, reasons = self._batching_trials(codes)
+        mode, reasons = self._batching_trials(codes)
         self.batching = mode
         if mode != "plate":
             warn(
@@ -135,6 +134,10 @@ class Batching:
         ``codes`` that gives what they give one at a time, and why each faster one
         does not."""
         probe = self._probe_states(codes)
+        with self.distinct_given(probe.shape[0]):
+            return self._trials(probe)
+
+    def _trials(self, probe: torch.Tensor):
         reasons = {}
         if self.value_reads:
             reasons["plate"] = "its Python control flow reads latent values ({})".format(
@@ -161,7 +164,7 @@ class Batching:
             that differs where there is one.
         """
         probe = self._probe_states(codes)
-        with self.given_of_chain(0):
+        with self.distinct_given(probe.shape[0]):
             failure = (
                 "its Python control flow reads latent values"
                 if self.value_reads
@@ -184,8 +187,14 @@ class Batching:
         return self.layout.probe_states(codes)
 
     def _reference(self, probe: torch.Tensor):
+        """Each probe state evaluated on its own (state ``i`` under chain ``i``'s given
+        values, as a batch evaluates it, where they are per chain)."""
+        out = []
         with self.recording():
-            return [self._value_and_grad(probe[i : i + 1], 1) for i in range(probe.shape[0])]
+            for i in range(probe.shape[0]):
+                with self.given_of_chain(i):
+                    out.append(self._value_and_grad(probe[i : i + 1], 1))
+        return out
 
     def _batching_failure(self, mode: str, probe: torch.Tensor, reference) -> Optional[str]:
         """Why evaluating ``probe`` as ``mode`` differs from evaluating it state by
@@ -228,7 +237,10 @@ class Batching:
                 }
         except Exception:  # the batched run fails: no site to name
             return ""
-        singles = [self.site_log_probs(probe[i : i + 1]) for i in range(probe.shape[0])]
+        singles = []
+        for i in range(probe.shape[0]):
+            with self.given_of_chain(i):
+                singles.append(self.site_log_probs(probe[i : i + 1]))
         for name, value in batched.items():
             expected = torch.stack([s[name] for s in singles])
             if value.shape != expected.shape and value.numel() not in (1, expected.numel()):

@@ -239,14 +239,39 @@ class ModelDensity(StructureChecks, Batching, InitialStates, NanRecording, Compi
     @contextlib.contextmanager
     def given_of_chain(self, chain: int) -> Iterator[None]:
         """A context in which every state is evaluated under the given values of chain
-        ``chain`` (for a density whose given values are per chain; else nothing
-        changes): probes and messages about one chain's state use it.
+        ``chain`` (modulo the number of chains: state ``n``'s values in a batch; for a
+        density whose given values are per chain, else nothing changes): the probes of
+        the batching and the messages about one chain's state use it.
 
         :param int chain: the chain.
         """
         saved = self._given_values
         if self.given_per_chain:
-            self._given_values = tuple(v[chain : chain + 1] for v in saved)
+            self._given_values = tuple(
+                v[chain % v.shape[0] : chain % v.shape[0] + 1] for v in saved
+            )
+        try:
+            yield
+        finally:
+            self._given_values = saved
+
+    @contextlib.contextmanager
+    def distinct_given(self, num_states: int) -> Iterator[None]:
+        """A context in which the given values per chain are those of chain 0, then
+        ``num_states - 1`` draws from the model's prior (for a density whose given
+        values are per chain; else nothing changes): the probes of the batching use it,
+        since chains at equal values (the same initial values, say) would hide a model
+        that mixes the values of the states of a batch.
+
+        :param int num_states: the rows.
+        """
+        saved = self._given_values
+        if self.given_per_chain:
+            rows = [tuple(v[0] for v in saved)]
+            for _ in range(num_states - 1):
+                trace = self._run_model(self.model)
+                rows.append(tuple(trace.nodes[n]["value"].detach() for n in self.given_names))
+            self._given_values = tuple(torch.stack(values) for values in zip(*rows))
         try:
             yield
         finally:
