@@ -61,6 +61,7 @@ Usage (from the repository root)::
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import inspect
 import json
@@ -614,36 +615,45 @@ def method_label(method: str, continuous: bool) -> str:
 def run_row(
     target: Target, method: str, runner: str, args, reference, per_draw: Optional[float] = None
 ) -> Dict[str, object]:
-    continuous, discrete = _sites(target.kernels_model, target.args)
+    """One row: the method run at the budget and measured, or why it did not run. A
+    model that cannot be traced (``hmm_model_0`` asserts that it is not) runs eagerly
+    (``jit_compile`` false in the row)."""
+    continuous, _ = _sites(target.kernels_model, target.args)
     row = {
         "method": method,
         "label": method_label(method, bool(continuous)),
         "runner": RUNNERS[runner],
         "status": "ok",
     }
-    try:
-        budget, warmup = args.budget, args.warmup
-        if runner == "pyro":
-            kernel = build_kernel(target, method, bool(continuous), args.jit_compile)
-            result = run_pyro(kernel, target.args, budget, warmup, args.max_warmup_s)
-        else:
-            result = run_pyro_gwg(
-                lambda: build_kernel(target, method, bool(continuous), args.jit_compile),
-                target.args,
-                budget,
-                warmup,
-                args.chains,
-                per_draw,
+    jit_compile = args.jit_compile
+    for attempt in range(2):
+        try:
+            row.update(
+                _run_and_measure(target, method, runner, args, reference, per_draw, jit_compile)
             )
-        row.update(measure(result, continuous, discrete, reference))
-    except NotAvailable as exc:
-        row["status"] = "not available: {}".format(exc)
-    except Exception as exc:  # a refusal or a failure is a result of the benchmark
-        message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        row["status"] = "failed: {}: {}".format(type(exc).__name__, message)[:300]
-        if args.verbose:
-            traceback.print_exc()
+            return row
+        except NotAvailable as exc:
+            row["status"] = "not available: {}".format(exc)
+        except Exception as exc:  # a refusal or a failure is a result of the benchmark
+            if attempt == 0 and jit_compile is True and "could not trace" in str(exc):
+                row["jit_compile"] = jit_compile = False
+                continue
+            message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            row["status"] = "failed: {}: {}".format(type(exc).__name__, message)[:300]
+            if args.verbose:
+                traceback.print_exc()
+        return row
     return row
+
+
+def _run_and_measure(target, method, runner, args, reference, per_draw, jit_compile):
+    continuous, discrete = _sites(target.kernels_model, target.args)
+    make = functools.partial(build_kernel, target, method, bool(continuous), jit_compile)
+    if runner == "pyro":
+        result = run_pyro(make(), target.args, args.budget, args.warmup, args.max_warmup_s)
+    else:
+        result = run_pyro_gwg(make, target.args, args.budget, args.warmup, args.chains, per_draw)
+    return measure(result, continuous, discrete, reference)
 
 
 def summarise(name: str, target_rows: List[Dict[str, object]]) -> Dict[str, object]:
