@@ -21,6 +21,7 @@ import argparse
 import importlib.util
 import json
 import math
+import os
 import platform
 import time
 from pathlib import Path
@@ -95,9 +96,18 @@ def run(args) -> dict:
     exact = exact_means(data)
     results = {
         "benchmark": "mixed_chains",
-        "machine": "loaded 2-core machine ({}), torch {} with {} threads".format(
-            platform.machine(), torch.__version__, torch.get_num_threads()
+        "command": "PYTHONPATH=. python benchmarks/mixed_chains.py --warmup {} --samples {}".format(
+            args.warmup, args.samples
         ),
+        "created": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "machine": {
+            "platform": platform.platform(),
+            "cpu_count": os.cpu_count(),
+            "torch": torch.__version__,
+            "pyro": pyro.__version__,
+            "torch_num_threads": torch.get_num_threads(),
+            "note": "A loaded, shared 2-core machine: wall-clock times include waiting",
+        },
         "model": "coal-mining change point (tests/real_models.py disaster_model)",
         "kernel": "MixedGibbs(NUTS(model), Gibbs())",
         "warmup_steps": args.warmup,

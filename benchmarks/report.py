@@ -46,6 +46,7 @@ ORDER = (
     "rbm_sampling",
     "fhmm_sampling",
     "ising_learning",
+    "ising_learning_gwg",
     "ebm_learning",
     "estimators_rbm",
     "uha_logistic",
@@ -227,13 +228,120 @@ def render_summary(d: dict) -> list[str]:
     return out
 
 
+def _added_runs_note(d: dict) -> str:
+    """Where rows of a results file came from a later run (``--add-to``)."""
+    return " ".join(
+        f"The {', '.join(a['samplers'])} rows were added by a later run with the same "
+        f"settings and training data: `{a['command']}`, {a['created']}, commit "
+        f"{a['code']['commit'][:12]}, load average "
+        f"{a['machine']['load_average'][0]:.1f} on the shared 2-core machine (compare its "
+        "log RMSE with the other rows, its seconds only roughly)."
+        for a in d.get("added_runs", [])
+    )
+
+
 def render_ising_learning(d: dict) -> list[str]:
     """The summary (log RMSE per steps per iteration and sampler) and the step-size
     check on the true model behind the fixed step sizes."""
     out = render_summary(d)
+    note = _added_runs_note(d)
+    if note:
+        out.insert(0, note)
     if d.get("step_size_check"):
         out.append("Step-size check on the true model\n\n" + table(d["step_size_check"]))
     return out
+
+
+def gwg_acceptance_facts(d: dict) -> dict:
+    """The numbers behind GWG's acceptance in Ising learning, from
+    ``ising_learning_gwg.json``: the snapshots (every ``--every`` updates of every run)
+    split by the magnetisation of the persistent chains (ordered: above 0.8;
+    disordered: below 0.5)."""
+    snaps = [(run["steps"], s) for run in d["runs"] for s in run["trace"]]
+    traces = [run["trace"] for run in d["runs"]]
+
+    def mean(values):
+        values = list(values)
+        return sum(values) / len(values)
+
+    ordered = [s for _, s in snaps if s["magnetisation"] > 0.8]
+    disordered = [s for _, s in snaps if s["magnetisation"] < 0.5]
+    low = [s for _, s in snaps if s["accept_chains"] < 0.5]
+    return {
+        "snapshots": len(snaps),
+        "every": d["settings"]["every"],
+        "data_magnetisation": d["data_magnetisation"],
+        "low": len(low),
+        "low_min_magnetisation": min(s["magnetisation"] for s in low) if low else None,
+        "low_per_steps": {
+            k: sum(1 for kk, s in snaps if kk == k and s["accept_chains"] < 0.5)
+            for k in sorted({k for k, _ in snaps})
+        },
+        "per_steps": len(snaps) // len({k for k, _ in snaps}),
+        "ordered": len(ordered),
+        "ordered_accept": mean(s["accept_chains"] for s in ordered),
+        "ordered_field": mean(s["field"] for s in ordered),
+        # change of the mean bond coupling over the next interval: after an ordered
+        # snapshot, and after any
+        "ordered_next": mean(
+            t[i + 1]["bond"] - t[i]["bond"]
+            for t in traces
+            for i in range(len(t) - 1)
+            if t[i]["magnetisation"] > 0.8
+        ),
+        "any_next": mean(
+            t[i + 1]["bond"] - t[i]["bond"] for t in traces for i in range(len(t) - 1)
+        ),
+        "disordered": len(disordered),
+        "disordered_accept_min": min(s["accept_chains"] for s in disordered),
+        "disordered_accept": mean(s["accept_chains"] for s in disordered),
+        "disordered_field": mean(s["field"] for s in disordered),
+        "data_accept_min": min(s["accept_data"] for _, s in snaps),
+        "first_order_error_max": max(s["first_order_error"] for _, s in snaps),
+    }
+
+
+def gwg_acceptance_text(d: dict) -> str:
+    """Why GWG's acceptance at the end of Ising learning depends on the run, in words
+    and numbers from ``ising_learning_gwg.json``."""
+    f = gwg_acceptance_facts(d)
+    per = ", ".join(f"K = {k}: {n}" for k, n in f["low_per_steps"].items())
+    return (
+        f"GWG's acceptance along training: of {f['snapshots']} snapshots (every "
+        f"{f['every']} updates of every run), {f['low']} had an acceptance below 0.5 "
+        f"({per}, of {f['per_steps']} each), all with the persistent chains ordered "
+        f"(magnetisation {f['low_min_magnetisation']:.2f} or more; the data's is "
+        f"{f['data_magnetisation']:.2f}). In the {f['ordered']} snapshots with ordered "
+        f"chains (magnetisation above 0.8) the mean acceptance was "
+        f"{f['ordered_accept']:.2f} and a single flip changed the log density by "
+        f"{f['ordered_field']:.1f} nats on average; in the {f['disordered']} with "
+        f"disordered chains (below 0.5) it was {f['disordered_accept']:.2f} (at least "
+        f"{f['disordered_accept_min']:.2f}), with {f['disordered_field']:.1f} nats per "
+        "flip. From training states at the same parameters GWG accepted at least "
+        f"{f['data_accept_min']:.2f} in every snapshot, and the gradient's estimate of "
+        "every single-flip change was exact up to float32 rounding (largest error "
+        f"{f['first_order_error_max']:.1g}: the model is linear in each bit). So the low "
+        "acceptance is neither a first-order error of the proposal nor a property of the "
+        "learned model: it is the persistent chains, fallen into near-ordered states "
+        "far from the training data. PCD's gradient then lowers "
+        "the couplings (over the next interval the mean bond coupling changed by "
+        f"{f['ordered_next']:+.4f} after an ordered snapshot, {f['any_next']:+.4f} after "
+        "any) and the chains disorder again. Every K passes through such phases; the "
+        "acceptance at update 300 "
+        "(what ising_learning.py reports) is that of the phase the run is in then. For a "
+        "model linear in each bit GWG's single-flip acceptance is min(1, Z(x) / Z(x')), "
+        "Z(x) = sum_j exp(Delta_j(x) / 2) the normaliser of its proposal (up to its 5 % "
+        "uniform component): it is low when one flip changes how favourable the other "
+        "flips are, which at ordered states, where each flip moves the log density by "
+        "several nats, it does. GWG runs one flip per step in PCD (no warmup adaptation "
+        "of the number of flips)."
+    )
+
+
+def render_ising_learning_gwg(d: dict) -> list[str]:
+    """The explanation and the last snapshot of every run."""
+    rows = [{"steps": run["steps"], "seed": run["seed"], **run["trace"][-1]} for run in d["runs"]]
+    return [gwg_acceptance_text(d), table(rows)]
 
 
 #: What separates benchmarks/uha_logistic.py from Geffner & Domke's setting; the
@@ -410,6 +518,49 @@ def render_ebm_learning(d: dict) -> list[str]:
     return [table(d["summary"], columns), table(data)]
 
 
+def render_real_models(d: dict) -> list[str]:
+    """benchmarks/real_models.py: per model the best method and Auto, then every row."""
+    summary = [
+        {
+            "model": s["model"],
+            "best": s["best"],
+            "best ESS/s": s["best_ess_per_s"],
+            "best exact": s["best_exact"],
+            "best warmup s": s["best_warmup_s"],
+            "Auto ESS/s": s["auto_ess_per_s"] if s["auto_ess_per_s"] is not None else s["auto"],
+            "Auto / best": s["auto_ratio"],
+            "Auto exact": s["auto_exact"],
+            "Auto warmup s": s["auto_warmup_s"],
+            "target ratio": s.get("target_ratio"),
+            "met": s.get("target_met"),
+        }
+        for s in d["summary"]
+    ]
+    columns = (
+        "model", "label", "runner", "status", "chains", "draws", "warmup_s", "sampling_s",
+        "min_ess", "ess_per_s", "slowest", "min_ess_discrete", "max_abs_z", "z_limit", "exact",
+    )  # fmt: skip
+    notes = [f"{d['note']}; {d['jit_note']}."]
+    notes += [f"- {key}: {text}" for key, text in d["definitions"].items()]
+    return ["\n".join(notes), table(summary), table(d["rows"], columns)]
+
+
+def render_real_models_reference(d: dict) -> list[str]:
+    rows = [
+        {
+            "model": name,
+            "method": ref["method"],
+            "chains": ref["chains"],
+            "draws per chain": ref["draws_per_chain"],
+            "seconds": ref["seconds"],
+            "min ESS": min(min(s["ess"]) for s in ref["sites"].values()),
+            "max R-hat": max(max(s["r_hat"]) for s in ref["sites"].values()),
+        }
+        for name, ref in d["models"].items()
+    ]
+    return [d["note"], table(rows)]
+
+
 #: per-step ESS is shown where each chain kept at least this many draws
 #: (``MIN_KEPT_FOR_ESS_PER_STEP`` of benchmarks/discs_table.py)
 DISCS_MIN_KEPT = 1000
@@ -466,47 +617,6 @@ def render_discs_table(d: dict) -> list[str]:
     return ["\n\n".join(notes), table(rows, columns)]
 
 
-def render_real_models(d: dict) -> list[str]:
-    """benchmarks/real_models.py: per model the best method and Auto, then every row."""
-    summary = [
-        {
-            "model": s["model"],
-            "best": s["best"],
-            "best ESS/s": s["best_ess_per_s"],
-            "best exact": s["best_exact"],
-            "best warmup s": s["best_warmup_s"],
-            "Auto ESS/s": s["auto_ess_per_s"] if s["auto_ess_per_s"] is not None else s["auto"],
-            "Auto / best": s["auto_ratio"],
-            "Auto exact": s["auto_exact"],
-            "Auto warmup s": s["auto_warmup_s"],
-        }
-        for s in d["summary"]
-    ]
-    columns = (
-        "model", "label", "runner", "status", "chains", "draws", "warmup_s", "sampling_s",
-        "min_ess", "ess_per_s", "slowest", "min_ess_discrete", "max_abs_z", "z_limit", "exact",
-    )  # fmt: skip
-    notes = [f"{d['note']}; {d['jit_note']}."]
-    notes += [f"- {key}: {text}" for key, text in d["definitions"].items()]
-    return ["\n".join(notes), table(summary), table(d["rows"], columns)]
-
-
-def render_real_models_reference(d: dict) -> list[str]:
-    rows = [
-        {
-            "model": name,
-            "method": ref["method"],
-            "chains": ref["chains"],
-            "draws per chain": ref["draws_per_chain"],
-            "seconds": ref["seconds"],
-            "min ESS": min(min(s["ess"]) for s in ref["sites"].values()),
-            "max R-hat": max(max(s["r_hat"]) for s in ref["sites"].values()),
-        }
-        for name, ref in d["models"].items()
-    ]
-    return [d["note"], table(rows)]
-
-
 def render_discs_multimodal(d: dict) -> list[str]:
     """benchmarks/discs_multimodal.py: per target and sampler the mode-mass errors and
     mode switches, mean (standard error) over seeds, then every run."""
@@ -561,6 +671,33 @@ def render_discs_multimodal(d: dict) -> list[str]:
     return blocks
 
 
+def render_mixed_chains(d: dict) -> list[str]:
+    """MixedGibbs(NUTS, Gibbs) in pyro.infer.MCMC (one chain) and in pyro_gwg.MCMC
+    (batched chains): ESS of the slowest site per second, z-scores against the exact
+    posterior means."""
+    rows = []
+    for name, run in d["runs"].items():
+        row = {"runner": name, "chains": run["num_chains"]}
+        row.update(
+            {
+                "min ESS": run["min_ess"],
+                "wall s": run["wall_seconds"],
+                "CPU s": run["cpu_seconds"],
+                "ESS/s": run["ess_per_second"],
+                "ESS/CPU s": run["ess_per_cpu_second"],
+            }
+        )
+        row.update({"z " + site: s["z"] for site, s in run["sites"].items()})
+        rows.append(row)
+    note = (
+        f"{d['kernel']} on the {d['model']}, {d['warmup_steps']} warmup steps and "
+        f"{d['num_samples']} draws per chain; ESS per second of the slowest of "
+        f"switchpoint, early_mean and late_mean, 4 batched chains / 1 chain: "
+        f"{d['ratio_ess_per_second']:.2f}. {d['machine'].get('note', '')}."
+    )
+    return [note, table(rows)]
+
+
 RENDERERS: dict[str, Callable[[dict], list[str]]] = {
     "step_cost": render_step_cost,
     "chain_throughput": render_chain_throughput,
@@ -569,6 +706,7 @@ RENDERERS: dict[str, Callable[[dict], list[str]]] = {
     "rbm_sampling": render_sampling,
     "fhmm_sampling": render_sampling,
     "ising_learning": render_ising_learning,
+    "ising_learning_gwg": render_ising_learning_gwg,
     "estimators_rbm": render_summary,
     "uha_logistic": render_uha_logistic,
     "score_diffusion": render_score_diffusion,
@@ -580,6 +718,7 @@ RENDERERS: dict[str, Callable[[dict], list[str]]] = {
     "discs_multimodal": render_discs_multimodal,
     "real_models": render_real_models,
     "real_models_reference": render_real_models_reference,
+    "mixed_chains": render_mixed_chains,
 }
 
 
@@ -1095,15 +1234,27 @@ def render_ising_learning_rst() -> str:
         f"better; it starts at {math.log(d['initial_rmse']):.2f}). Step sizes: NCG "
         f"{settings['ncg_step_size']:g}, AVG {settings['avg_step_size']:g}, PAVG "
         f"{settings['pavg_step_size']:g} with its preconditioner refreshed from the "
-        "learned couplings every update.",
+        "learned couplings every update (block Gibbs on the current model)"
+        + (
+            f"; ``pavg_agnostic``: PAVG {settings['pavg_agnostic_step_size']:g} with its "
+            "preconditioner fitted to the persistent chains of the last "
+            f"{settings['pavg_window']} updates, refitted every update "
+            '(``PCD(preconditioner="chains")``). ' + _added_runs_note(d).replace("`", "``")
+            if "pavg_agnostic" in samplers
+            else "."
+        ),
         "",
     ]
     for corner, cell in (
         ("MCMC steps per update", lambda r: f"{r['log_rmse_mean']:.2f} ± {r['log_rmse_se']:.2f}"),
         ("Training seconds (mean)", lambda r: f"{r['seconds_mean']:.0f}"),
+        ("Final acceptance (mean)", lambda r: f"{r.get('accept_prob_mean', math.nan):.2f}"),
     ):
         table = _grid(rows, "steps", "sampler", corner, cell)
         lines += _list_table([20] + [14] * len(samplers), table) + [""]
+    gwg = RESULTS_DIR / "ising_learning_gwg.json"
+    if gwg.exists():
+        lines += [gwg_acceptance_text(json.loads(gwg.read_text())).replace("`", "``"), ""]
     return "\n".join(lines)
 
 
