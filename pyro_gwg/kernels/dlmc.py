@@ -33,7 +33,9 @@ class DLMC(StepSizeKernel):
 
     :param float step_size: simulation time :math:`h`: where the adaptation starts
         (default 0.1), or its fixed value.
-    :param settings: ``adapt_step_size``, ``target_accept_prob`` (see
+    :param settings: ``adapt_step_size``, ``target_accept_prob``, the cyclical
+        step-size schedule of ACS (``step_size_schedule="cyclical"``, ``cycle_length``,
+        ``big_step_size``, ``big_accept_prob``; see
         :class:`~pyro_gwg.kernels.step_size.StepSizeKernel`) and the options of every
         kernel (see :class:`~pyro_gwg.DiscreteKernel`).
 

@@ -28,7 +28,9 @@ class FactorisedKernel(StepSizeKernel):
         coordinates (``Poisson``, ``Geometric``, ...): they move to values within
         ``window`` of the current one (default 10). Coordinates with a finite support
         range over all of it.
-    :param settings: ``step_size``, ``adapt_step_size``, ``target_accept_prob`` (see
+    :param settings: ``step_size``, ``adapt_step_size``, ``target_accept_prob`` and the
+        cyclical step-size schedule (``step_size_schedule``, ``cycle_length``,
+        ``big_step_size``, ``big_accept_prob``; see
         :class:`~pyro_gwg.kernels.step_size.StepSizeKernel`) and the options of every
         kernel (see :class:`~pyro_gwg.DiscreteKernel`).
     """
@@ -75,9 +77,10 @@ class NCG(FactorisedKernel):
     :param float step_size: :math:`\epsilon`: where the adaptation starts (default
         0.5, the reference value for binary targets), or its fixed value.
     :param settings: ``window`` (see :class:`FactorisedKernel`), ``adapt_step_size``,
-        ``target_accept_prob`` (see
-        :class:`~pyro_gwg.kernels.step_size.StepSizeKernel`) and the options of every
-        kernel (see :class:`~pyro_gwg.DiscreteKernel`).
+        ``target_accept_prob``, the cyclical step-size schedule of ACS
+        (``step_size_schedule="cyclical"``, ``cycle_length``, ``big_step_size``,
+        ``big_accept_prob``; see :class:`~pyro_gwg.kernels.step_size.StepSizeKernel`)
+        and the options of every kernel (see :class:`~pyro_gwg.DiscreteKernel`).
 
     Example::
 
