@@ -24,7 +24,14 @@ from pyro_gwg.bridge.density import ModelDensity
 from pyro_gwg.diagnostics import site_diagnostics
 from pyro_gwg.sites import ONE_HOT
 
-__all__ = ["DECODE_ELEMENTS", "DrawBuffers", "Draws", "SavedSites", "smallest_int_dtype"]
+__all__ = [
+    "DECODE_ELEMENTS",
+    "DrawBuffers",
+    "Draws",
+    "SavedSites",
+    "smallest_int_dtype",
+    "statistics_of",
+]
 
 #: stored codes decoded (or checked, or summarised) at once: bounds the work buffers
 #: of :meth:`Draws.samples`, :meth:`Draws.diagnostics` and :meth:`Draws.summary`
