@@ -12,8 +12,14 @@ import pytest
 import torch
 
 import pyro_gwg
+import pyro_gwg.proposals.path as path_math
 from pyro_gwg.proposals.gwg import GWGMove, apply_move, gwg_proposal, move_log_prob
-from pyro_gwg.proposals.path import build_pafs, build_pas, without_replacement_log_prob
+from pyro_gwg.proposals.path import (
+    build_pafs,
+    build_pas,
+    path_log_prob,
+    without_replacement_log_prob,
+)
 
 TEMPERATURE, WEIGHT = 2.0, 0.05
 
@@ -198,6 +204,19 @@ def _pas_transitions(energy, length, reverse_at_start=False):
             transitions[a, b] += math.exp(log_fwd) * min(1.0, math.exp(log_ratio))
     transitions += torch.diag(1 - transitions.sum(1))
     return log_joint, transitions
+
+
+def test_a_path_scored_in_batches_is_scored_as_in_one(monkeypatch):
+    torch.manual_seed(0)
+    energy = pyro_gwg.ModelDensity(bit_category_count, (torch.tensor(1.2),))
+    states = _states(energy)[torch.randint(0, 18, (4, 5))]  # [C, L, D]
+    _, grad = energy.value_and_grad(_states(energy)[:4])
+    moves = GWGMove(torch.randint(0, 3, (4, 5)), torch.zeros(4, 5, dtype=torch.long), None)
+    active = torch.rand(4, 5) < 0.8
+    args = (states, moves, active, grad, energy.layout, TEMPERATURE, WEIGHT)
+    whole = path_log_prob(*args)
+    monkeypatch.setattr(path_math, "_PATH_BATCH_ELEMENTS", 1)  # one move per batch
+    assert torch.equal(path_log_prob(*args), whole)
 
 
 @pytest.mark.parametrize("model", [three_bits, bits_and_one_hot, bit_category_count])

@@ -39,8 +39,8 @@ involution, so the MH step is exact. Every site kind GWG samples is supported (b
 flip, categories switch, ordinals step by :math:`\pm 1`). Besides the model
 evaluation at :math:`y`, a step evaluates GWG's proposal ``2 L`` times, at every state
 of the path under each gradient (arithmetic on ``[C, D, M]`` tensors, no model call):
-``L`` times one after the other as it draws the moves, then ``L`` times at once, on
-``[C L, D, M]`` tensors, for the reverse path.
+``L`` times one after the other as it draws the moves, then ``L`` times in batches
+(all at once on a small model) for the reverse path.
 
 **PAFS: coordinates drawn without replacement.** The path's ``L`` coordinates are
 distinct, drawn one after the other from :math:`q(\cdot \mid x)` restricted to those not
@@ -147,6 +147,10 @@ def path_length_mask(
     return size, torch.arange(size, device=num_flips.device) < length.unsqueeze(-1)
 
 
+#: gradient entries of the proposals that :func:`path_log_prob` evaluates at once
+_PATH_BATCH_ELEMENTS = 1 << 22
+
+
 def _masked_sum(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return torch.where(mask, values, 0.0).sum(-1)
 
@@ -164,7 +168,8 @@ def path_log_prob(
     r"""Log probability of paths of single GWG moves, each move scored by the proposal
     at the state it leaves, built on one gradient per chain: :math:`\sum_l \log q(i_l,
     v_l \mid z_{l-1}; g)` (see the module docstring). The ``L`` proposals are
-    evaluated at once, on ``[C L, D, M]`` tensors.
+    evaluated in batches of moves, on ``[C B, D, M]`` tensors of about
+    :math:`2^{22}` gradient entries (all ``L`` at once on a small model).
 
     :param torch.Tensor states: long ``[C, L, D]``, the state each move leaves.
     :param GWGMove moves: the moves, ``draws`` and ``candidate`` long ``[C, L]``.
@@ -176,12 +181,20 @@ def path_log_prob(
     :returns: ``[C]``.
     """
     chains, length, dim = states.shape
-    grads = grad.unsqueeze(1).expand(chains, length, *grad.shape[1:]).flatten(0, 1)
-    proposal = gwg_proposal(states.reshape(-1, dim), grads, layout, temperature, uniform_weight)
-    draws, candidate = (field.reshape(-1, 1) for field in moves[:2])
-    single = GWGMove(draws, candidate, torch.ones_like(draws, dtype=torch.bool))
-    log_q = move_log_prob(*proposal, single).reshape(chains, length)
-    return _masked_sum(log_q, active)
+    # moves per batch: about _PATH_BATCH_ELEMENTS gradient entries at once
+    batch = max(1, _PATH_BATCH_ELEMENTS // (chains * grad[0].numel()))
+    parts = []
+    for start in range(0, length, batch):
+        part = slice(start, min(start + batch, length))
+        size = part.stop - part.start
+        grads = grad.unsqueeze(1).expand(chains, size, *grad.shape[1:]).flatten(0, 1)
+        proposal = gwg_proposal(
+            states[:, part].reshape(-1, dim), grads, layout, temperature, uniform_weight
+        )
+        draws, candidate = (field[:, part].reshape(-1, 1) for field in moves[:2])
+        single = GWGMove(draws, candidate, torch.ones_like(draws, dtype=torch.bool))
+        parts.append(move_log_prob(*proposal, single).reshape(chains, size))
+    return _masked_sum(torch.cat(parts, 1), active)
 
 
 def pas_init(codes: torch.Tensor, value_and_grad: ValueAndGrad, num_flips: int = 1) -> PASState:
@@ -210,7 +223,7 @@ def pas_step(
     carried in the state), and ``2 L`` evaluations of GWG's proposal, one at each
     state of the path under each of the two gradients (arithmetic on ``[C, D, M]``
     tensors, no model call): the ``L`` forward moves are drawn one after the other,
-    the reverse path is scored in one batch (:func:`path_log_prob`).
+    the reverse path is scored in batches (:func:`path_log_prob`).
 
     :param PASState state: current state.
     :param callable value_and_grad: ``codes -> (log_joint [C], grad [C, D, W])``.
