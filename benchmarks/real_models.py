@@ -52,10 +52,11 @@ longer than ``--max-warmup-s`` is stopped and the row says so.
 Exactness: the posterior means of the quantity's elements against a reference, per
 element ``z = (m - m_ref) / sqrt(mcse^2 + mcse_ref^2)`` with ``mcse = sd / sqrt(ESS)``;
 a row passes when ``max |z|`` is below the two-sided Bonferroni limit at level
-``ALPHA`` over its elements. References: exact enumeration where every latent site is
-discrete (:func:`pyro_gwg.exact_posterior`; :func:`~pyro_gwg.models.
-variable_selection_exact`), else a long run of Pyro's NUTS with every discrete site
-enumerated (``--reference``: ``REFERENCE_CHAINS`` chains, written once to
+``ALPHA`` over its elements, and is not tested (``exact`` null) when its slowest
+quantity has fewer than ``MIN_ESS_FOR_TEST`` effective draws. References: exact
+enumeration where every latent site is discrete (:func:`pyro_gwg.exact_posterior`;
+:func:`~pyro_gwg.models.variable_selection_exact`), else a long run of Pyro's NUTS with
+every discrete site enumerated (``--reference``: ``REFERENCE_CHAINS`` chains, written once to
 ``results/real_models_reference.json`` and reused). The Ising, RBM and FHMM targets
 have no reference at their sizes (``exact`` is ``null``).
 
@@ -126,6 +127,10 @@ ports = _load_ports()
 REFERENCE_PATH = RESULTS / "real_models_reference.json"
 #: level of each row's exactness test (Bonferroni over the row's elements)
 ALPHA = 1e-3
+#: a row's z-test counts only when its slowest quantity has this many effective draws
+#: (Gibbs in pyro.infer.MCMC on hmm_model_2 failed it at an ESS of 9, |z| = 7.2, and
+#: passed with 4000 draws, |z| < 2, for two seeds)
+MIN_ESS_FOR_TEST = 30
 #: chains of the NUTS reference runs (one after the other, each a share of the budget)
 REFERENCE_CHAINS = 2
 #: draws and warmup steps of the pilot run that times a step of pyro_gwg.MCMC
@@ -561,8 +566,17 @@ def measure(
         z = z_scores(checked, reference)
         row["max_abs_z"] = float(z.max())
         row["z_limit"] = z_limit(z.numel())
-        row["exact"] = bool(row["max_abs_z"] < row["z_limit"])
+        row["exact"] = verdict(row)
     return row
+
+
+def verdict(row: Dict[str, object]) -> Optional[bool]:
+    """Whether the row passed its z-test; ``None`` without a test or when its slowest
+    quantity has fewer than :data:`MIN_ESS_FOR_TEST` effective draws (the MCSE, and the
+    initial transient, are then too uncertain for the test to mean anything)."""
+    if row.get("max_abs_z") is None or (row.get("min_ess") or 0) < MIN_ESS_FOR_TEST:
+        return None
+    return bool(row["max_abs_z"] < row["z_limit"])
 
 
 # ----------------------------------------------------------------------- reference
@@ -734,6 +748,9 @@ def reference_main(args) -> None:
 def write_results(args, previous: dict, targets: Dict[str, Target], rows: list) -> dict:
     """Write the JSON (after every row, so that a run stopped early keeps its rows)."""
     names = list(dict.fromkeys([r["model"] for r in previous.get("rows", [])] + list(targets)))
+    for row in rows:  # rows merged from an earlier run get today's rule
+        if row.get("status") == "ok":
+            row["exact"] = verdict(row)
     results = metadata("real_models", args, code_info())
     results.update(
         {
@@ -751,7 +768,8 @@ def write_results(args, previous: dict, targets: Dict[str, Target], rows: list) 
                 "exact": (
                     "max |z| of the elements' means against the reference below the "
                     "two-sided Bonferroni limit at level {} (z uses the MCSE of both "
-                    "runs; exact references have none)".format(ALPHA)
+                    "runs; exact references have none); null where the row has no "
+                    "reference or its min ESS is below {}".format(ALPHA, MIN_ESS_FOR_TEST)
                 ),
                 "reference": (
                     "exact enumeration where all latent sites are discrete, else "
