@@ -131,6 +131,8 @@ ALPHA = 1e-3
 #: (Gibbs in pyro.infer.MCMC on hmm_model_2 failed it at an ESS of 9, |z| = 7.2, and
 #: passed with 4000 draws, |z| < 2, for two seeds)
 MIN_ESS_FOR_TEST = 30
+#: a NUTS reference whose chains' split R-hat exceeds this serves no test
+MAX_REFERENCE_R_HAT = 1.1
 #: chains of the NUTS reference runs (one after the other, each a share of the budget)
 REFERENCE_CHAINS = 2
 #: draws and warmup steps of the pilot run that times a step of pyro_gwg.MCMC
@@ -612,6 +614,18 @@ def run_reference(target: Target, seconds: float, warmup: int) -> Dict[str, obje
     }
 
 
+def reference_problem(stored: Optional[Dict[str, object]]) -> Optional[str]:
+    """Why a stored NUTS reference cannot serve (``None`` if it can): missing, or its
+    chains disagree (split R-hat above :data:`MAX_REFERENCE_R_HAT`, e.g. chains in
+    different labellings of a mixture)."""
+    if stored is None:
+        return "no reference run"
+    r_hat = max(max(site["r_hat"]) for site in stored["sites"].values())
+    if not r_hat <= MAX_REFERENCE_R_HAT:
+        return "reference chains disagree (R-hat {:.2f})".format(r_hat)
+    return None
+
+
 def load_references() -> Dict[str, object]:
     return json.loads(REFERENCE_PATH.read_text())["models"] if REFERENCE_PATH.exists() else {}
 
@@ -748,10 +762,21 @@ def reference_main(args) -> None:
 def write_results(args, previous: dict, targets: Dict[str, Target], rows: list) -> dict:
     """Write the JSON (after every row, so that a run stopped early keeps its rows)."""
     names = list(dict.fromkeys([r["model"] for r in previous.get("rows", [])] + list(targets)))
-    for row in rows:  # rows merged from an earlier run get today's rule
+    references = load_references()
+    problems = {
+        name: None if target.exact is not None else reference_problem(references.get(name))
+        for name, target in {**ported_targets(), **gradient_targets(args.quick)}.items()
+        if target.enum_model is not None or target.exact is not None
+    }
+    for row in rows:  # rows merged from an earlier run get today's rules
         if row.get("status") == "ok":
-            row["exact"] = verdict(row)
+            problem = problems.get(row["model"], "no reference")
+            row["exact"] = None if problem else verdict(row)
+            row["reference"] = problem or "ok"
     results = metadata("real_models", args, code_info())
+    if previous:  # the runs whose rows were merged into this file
+        earlier = {k: previous[k] for k in ("command", "created", "code", "machine")}
+        results["earlier_runs"] = previous.get("earlier_runs", []) + [earlier]
     results.update(
         {
             "note": LOADED_MACHINE,
@@ -769,12 +794,15 @@ def write_results(args, previous: dict, targets: Dict[str, Target], rows: list) 
                     "max |z| of the elements' means against the reference below the "
                     "two-sided Bonferroni limit at level {} (z uses the MCSE of both "
                     "runs; exact references have none); null where the row has no "
-                    "reference or its min ESS is below {}".format(ALPHA, MIN_ESS_FOR_TEST)
+                    "usable reference (see the row's 'reference') or its min ESS is below "
+                    "{}".format(ALPHA, MIN_ESS_FOR_TEST)
                 ),
                 "reference": (
                     "exact enumeration where all latent sites are discrete, else "
                     "results/real_models_reference.json (Pyro NUTS, enumerated, "
-                    "{} chains); null: no reference".format(REFERENCE_CHAINS)
+                    "{} chains, not used where their split R-hat exceeds {})".format(
+                        REFERENCE_CHAINS, MAX_REFERENCE_R_HAT
+                    )
                 ),
                 "best": "largest ESS/s among the non-Auto rows that ran and were not inexact",
             },
@@ -842,7 +870,7 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, object]:
             reference = _exact_reference(target)
         else:
             stored = load_references().get(name)  # read now: a reference run may add it
-            reference = stored["sites"] if stored else None
+            reference = None if reference_problem(stored) else stored["sites"]
         per_draw: Dict[str, float] = {}
         for method, runner in methods_of(target, tuple(args.runners.split(","))):
             if methods is not None and method not in methods:
