@@ -69,6 +69,7 @@ def test_bad_arguments_are_refused():
         random_binary_modes(2, 16, 4, weights=torch.tensor([1.0, 0.0]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel", [NCG, DLMC])
 def test_cyclical_samplers_are_exact_on_the_modes(kernel):
     pyro.set_rng_seed(0)
