@@ -645,7 +645,7 @@ def render_discs_multimodal(d: dict) -> list[str]:
         "error: the total-variation distance between one chain's mode masses (its mean "
         "responsibilities) and the exact ones, averaged over chains; a chain that stays "
         "in one mode scores 1 minus that mode's mass. Mean (standard error over seeds). "
-        f"{d['note']}."
+        f"Measured on {d['note']}."
     ]
     for name, result in d["targets"].items():
         rows = [
