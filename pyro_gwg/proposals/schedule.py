@@ -80,10 +80,10 @@ def cyclical(algorithm: Algorithm, cycle_length: int, big_step_size: Optional[fl
 
     ``init`` starts the counter at 0 (the top of a cycle) with :math:`\alpha_{\min}` the
     algorithm's initial step size and :math:`\alpha_{\max}` = ``big_step_size`` (the
-    larger of the two; ``None``: :math:`\alpha_{\min}`, a constant step until warmup sets
-    it, see :class:`~pyro_gwg.adaptation.CyclicalAdaptation`). ``step`` runs the wrapped
-    step with :math:`\alpha_t` and counts. A warmup adaptation may write the three fields
-    (:mod:`pyro_gwg.adaptation`); after it the step sizes are a function of ``t`` alone.
+    larger of the two; ``None``: :math:`\alpha_{\min}`, a constant step until warmup
+    sets it). ``step`` runs the wrapped step with :math:`\alpha_t` and counts. A warmup
+    adaptation (:class:`~pyro_gwg.kernels.step_size.CyclicalAdaptation`) may write the
+    three fields; after it the step sizes are a function of ``t`` alone.
 
     :param Algorithm algorithm: an algorithm whose state has a ``step_size`` field.
     :param int cycle_length: :math:`s`.
