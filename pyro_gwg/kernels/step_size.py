@@ -121,9 +121,11 @@ class StepSizeKernel(DiscreteKernel):
     a cycle. What differs from ACS: ACS also cycles a balancing parameter
     :math:`\beta_t` from about 0.95 at :math:`\alpha_{\max}` to 0.5 at
     :math:`\alpha_{\min}` (proposal logits :math:`\beta_t \nabla f` instead of
-    :math:`\tfrac12 \nabla f`); here :math:`\beta = 1/2` throughout (the kernel's own
-    proposal, locally balanced), which the MH test needs no more than ACS's
-    :math:`\beta_t` does. ACS sets :math:`s = \lceil K / m \rceil` from the run length
+    :math:`\tfrac12 \nabla f`); here :math:`\beta = 1/2` throughout, the kernel's own
+    locally balanced proposal (with the MH test either choice is exact: :math:`\beta`
+    only shapes the proposal, and ACS's larger :math:`\beta` at big steps is meant to
+    raise their acceptance). For DLMC, AVG and PAVG the schedule is ACS's step-size
+    schedule on another proposal, which the paper does not test. ACS sets :math:`s = \lceil K / m \rceil` from the run length
     :math:`K` and a number of cycles :math:`m`, which a kernel does not know: here
     :math:`s` is given. ACS tunes :math:`\alpha_{\min}` and :math:`\alpha_{\max}` by
     a search over trial runs toward an acceptance rate of about 0.5 (its
