@@ -125,12 +125,13 @@ class StepSizeKernel(DiscreteKernel):
     locally balanced proposal (with the MH test either choice is exact: :math:`\beta`
     only shapes the proposal, and ACS's larger :math:`\beta` at big steps is meant to
     raise their acceptance). For DLMC, AVG and PAVG the schedule is ACS's step-size
-    schedule on another proposal, which the paper does not test. ACS sets :math:`s = \lceil K / m \rceil` from the run length
-    :math:`K` and a number of cycles :math:`m`, which a kernel does not know: here
-    :math:`s` is given. ACS tunes :math:`\alpha_{\min}` and :math:`\alpha_{\max}` by
-    a search over trial runs toward an acceptance rate of about 0.5 (its
-    :math:`\alpha_{\max}` search keeps the step with the highest acceptance from a
-    shrinking large one); here both are dual averaging, each toward its own target.
+    schedule on another proposal, which the paper does not test. ACS sets
+    :math:`s = \lceil K / m \rceil` from the run length :math:`K` and a number of
+    cycles :math:`m`, which a kernel does not know: here :math:`s` is given. ACS tunes
+    :math:`\alpha_{\min}` and :math:`\alpha_{\max}` by a search over trial runs toward
+    an acceptance rate of about 0.5 (its :math:`\alpha_{\max}` search keeps the step
+    with the highest acceptance from a shrinking large one); here both are dual
+    averaging, each toward its own target.
 
     :param float step_size: where the adaptation starts, or the fixed value with
         ``adapt_step_size=False`` (default: the class's ``default_step_size``); with a
