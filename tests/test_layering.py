@@ -52,6 +52,7 @@ RUNNER = (
 )
 #: the layers below the runner, which never import it
 BELOW_RUNNER = (
+    "pyro_gwg.auto",
     "pyro_gwg.bridge",
     "pyro_gwg.density",
     "pyro_gwg.driver",

@@ -44,8 +44,9 @@ class ExactDraws(DiscreteKernel):
     for chains of sites). It runs eagerly (``jit_compile`` is ``False``): a step is a
     Pyro run of the model per chain.
 
-    Per-draw statistics as for every kernel (:class:`~pyro_gwg.DiscreteKernel`);
-    ``accept_prob`` is 1.
+    Per-draw statistics: ``accepted``, ``accept_prob`` (1), ``num_changed``,
+    ``energy_evals``, ``grad_evals`` (0) and ``log_joint`` (see
+    :class:`~pyro_gwg.DiscreteKernel`).
 
     :param callable model: a Pyro model.
     :param options: ``max_plate_nesting`` and ``init_strategy`` (see
