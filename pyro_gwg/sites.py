@@ -315,9 +315,9 @@ def classify_site(name: str, fn, value: torch.Tensor) -> DiscreteSite:
         raise UnsupportedModelError(
             "Latent site '{}' is continuous ({}, support {}). GWG and the other "
             "pyro-gwg kernels sample discrete sites only. A model with continuous "
-            "latent sites needs a mixed kernel that alternates HMC/NUTS on the "
-            "continuous sites with a discrete kernel: "
-            "pyro_gwg.MixedGibbs(NUTS(model), GWG()). Alternatively observe the site "
+            "latent sites needs a kernel that runs HMC/NUTS on the continuous sites: "
+            "pyro_gwg.Auto(model) chooses NUTS for them and a move for every other "
+            "site, or pyro_gwg.MixedGibbs(NUTS(model), GWG()). Alternatively observe the site "
             "(pyro.condition), or sample the model with Pyro's NUTS after marking the "
             "discrete sites infer={{'enumerate': 'parallel'}}.".format(name, dist_name, support)
         )
