@@ -43,7 +43,7 @@ from pyro_gwg.enumeration import (
     with_enumeration,
 )
 from pyro_gwg.kernels import REGISTRY
-from pyro_gwg.kernels.base import JIT_MODES, DiscreteKernel
+from pyro_gwg.kernels.base import JIT_MODES, DiscreteKernel, HeldInitialParams
 from pyro_gwg.kernels.mixed import MixedGibbs
 from pyro_gwg.sites import UnsupportedModelError
 
@@ -53,7 +53,7 @@ __all__ = ["Auto"]
 _KERNEL_SETTINGS = {"GWG": {"num_flips": "auto"}}
 
 
-class Auto(MCMCKernel):
+class Auto(HeldInitialParams, MCMCKernel):
     r"""Choose the move of every latent site from the model, and run them; a
     :class:`~pyro.infer.mcmc.mcmc_kernel.MCMCKernel` for :class:`pyro.infer.MCMC` and
     :class:`pyro_gwg.MCMC`.
@@ -270,14 +270,6 @@ class Auto(MCMCKernel):
         return {k: v.reshape((num_chains, num_draws) + v.shape[1:]) for k, v in drawn.items()}
 
     # ------------------------------------------------------------------ pyro.infer.MCMC
-    @property
-    def initial_params(self) -> Optional[Dict[str, torch.Tensor]]:
-        return self._initial_params
-
-    @initial_params.setter
-    def initial_params(self, params: Dict[str, torch.Tensor]) -> None:
-        self._initial_params = params
-
     @property
     def transforms(self):
         return getattr(self.kernel, "transforms", None) or {}

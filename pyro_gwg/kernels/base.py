@@ -35,7 +35,7 @@ from pyro_gwg.kernels.run import ChainRun, RunReport
 from pyro_gwg.proposals.algorithm import Algorithm
 from pyro_gwg.sites import UnsupportedModelError
 
-__all__ = ["DiscreteKernel", "JIT_MODES"]
+__all__ = ["DiscreteKernel", "HeldInitialParams", "JIT_MODES"]
 
 #: values of ``jit_compile``
 JIT_MODES = (False, True, "auto", "inductor", "make_fx")
@@ -44,7 +44,22 @@ JIT_MODES = (False, True, "auto", "inductor", "make_fx")
 _BACKENDS = {False: None, True: "trace", "auto": "auto", "inductor": "aot", "make_fx": "make_fx"}
 
 
-class DiscreteKernel(MCMCKernel):
+class HeldInitialParams:
+    """``initial_params`` of Pyro's ``MCMCKernel`` protocol, held as an attribute (set
+    by the caller before ``setup``, by ``setup`` after it)."""
+
+    _initial_params: Optional[Dict[str, torch.Tensor]] = None
+
+    @property
+    def initial_params(self) -> Optional[Dict[str, torch.Tensor]]:
+        return self._initial_params
+
+    @initial_params.setter
+    def initial_params(self, params: Dict[str, torch.Tensor]) -> None:
+        self._initial_params = params
+
+
+class DiscreteKernel(HeldInitialParams, MCMCKernel):
     """Base class of the pyro-gwg kernels; works with :class:`pyro.infer.MCMC`.
 
     Every kernel takes the model first and the options below as keywords; they are
@@ -407,14 +422,6 @@ class DiscreteKernel(MCMCKernel):
             energy.jit_compile = False
             return False
         return True
-
-    @property
-    def initial_params(self) -> Optional[Dict[str, torch.Tensor]]:
-        return self._initial_params
-
-    @initial_params.setter
-    def initial_params(self, params: Dict[str, torch.Tensor]) -> None:
-        self._initial_params = params
 
     def sample(self, params: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
         driver = self.driver

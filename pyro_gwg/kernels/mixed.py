@@ -29,14 +29,14 @@ import torch
 from pyro.infer.mcmc.mcmc_kernel import MCMCKernel
 
 from pyro_gwg import _trace
-from pyro_gwg.kernels.base import DiscreteKernel
+from pyro_gwg.kernels.base import DiscreteKernel, HeldInitialParams
 from pyro_gwg.kernels.run import ChainRun, RunReport
 from pyro_gwg.sites import UnsupportedModelError
 
 __all__ = ["ContinuousChain", "MixedGibbs", "MixedRun", "start_continuous"]
 
 
-class MixedGibbs(MCMCKernel):
+class MixedGibbs(HeldInitialParams, MCMCKernel):
     """Alternate Pyro's HMC or NUTS on the continuous sites with a pyro-gwg kernel on
     the discrete sites; a :class:`~pyro.infer.mcmc.mcmc_kernel.MCMCKernel`.
 
@@ -111,14 +111,6 @@ class MixedGibbs(MCMCKernel):
     @property
     def transforms(self):
         return self.inner_kernel.transforms
-
-    @property
-    def initial_params(self) -> Optional[Dict[str, torch.Tensor]]:
-        return self._initial_params
-
-    @initial_params.setter
-    def initial_params(self, params: Dict[str, torch.Tensor]) -> None:
-        self._initial_params = params
 
     def _setup_chain(
         self, chain: ContinuousChain, warmup_steps: int, args, kwargs, given: dict

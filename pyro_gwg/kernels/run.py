@@ -192,9 +192,7 @@ def leave_probabilities(energy, codes: torch.Tensor, mask: torch.Tensor) -> torc
         log_joint = torch.cat(
             [
                 energy._unchecked_log_joint(part, batched, chains=of).double()
-                for part, of in zip(
-                    states.split(STUCK_PROBE_CHUNK), chain.split(STUCK_PROBE_CHUNK)
-                )
+                for part, of in zip(states.split(STUCK_PROBE_CHUNK), chain.split(STUCK_PROBE_CHUNK))
             ]
         )
         delta[chain, coord, move] = torch.nan_to_num(log_joint - base[chain], nan=-math.inf)
