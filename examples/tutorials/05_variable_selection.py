@@ -36,7 +36,9 @@ posterior.
 The tutorial
 
 1. writes the model and runs ``MixedGibbs(NUTS(model), GWG())`` in
-   :class:`pyro.infer.MCMC`, and checks the chains with ArviZ;
+   :class:`pyro.infer.MCMC`, and checks the chains with ArviZ; then lets
+   :class:`pyro_gwg.Auto` choose, which sums the indicators out and runs NUTS alone,
+   about 2.5 times as many effective draws per second here;
 2. plots the inclusion probabilities with Monte Carlo error bars;
 3. compares them with the frequentist lasso: the order in which covariates enter the
    lasso path, and the set that cross-validated lasso keeps;
@@ -223,6 +225,43 @@ for chain in gamma_draws.chain.values:
     fixed = draws.columns[draws.nunique() == 1]
     values = ", ".join(f"{name}={int(draws[name].iloc[0])}" for name in fixed)
     print(f"chain {chain}, indicators that never changed: {values or '-'}")
+
+# %%
+# Letting ``Auto`` choose
+# -----------------------
+# :class:`pyro_gwg.Auto` reads the model and gives every site a move. Here it does
+# not sample the indicators at all: given the coefficients, :math:`\gamma_j` enters
+# only its own prior and the ``slab`` factor of covariate :math:`j` (the plan's probe
+# checks that no other element of the plate reads it), so Pyro can sum each indicator
+# out, and NUTS samples the coefficients under the resulting two-component prior, the
+# continuous spike-and-slab mixture. The indicators are drawn afterwards from their
+# exact conditional given each draw, so the PIPs come out as before.
+#
+# Summing the indicators out is the better call here. Measured with 2 chains of 150
+# warmup and 300 kept iterations each (on a loaded 2-core machine), the slowest of
+# :math:`\pi`, :math:`\sigma` and the 55 coefficients reached 44 effective draws in
+# 223 s under ``Auto`` against 8.4 in 106 s under ``MixedGibbs(NUTS, GWG)``: 0.20
+# against 0.08 effective draws per second, with the same leading PIPs. NUTS moves a
+# coefficient between spike and slab in one trajectory, where the mixed sweep must wait
+# for GWG to flip its indicator first. (With ``PYRO_GWG_FAST=1`` the chains below are
+# too short to show the difference.)
+
+
+def auto_kernel():
+    options = {"init_strategy": init_to_median, "max_tree_depth": 6}
+    return pyro_gwg.Auto(spike_and_slab, nuts_options=options)
+
+
+print(auto_kernel().plan(X, y))
+idata_auto = run_chains(auto_kernel, X, y, coords={"covariates": names})
+pip_auto = idata_auto.posterior["gamma"].mean(("chain", "draw")).to_series()
+ess_pi = {
+    "MixedGibbs(NUTS, GWG)": float(az.ess(idata, var_names=["pi"])["pi"]),
+    "Auto (NUTS, indicators summed out)": float(az.ess(idata_auto, var_names=["pi"])["pi"]),
+}
+print(f"ESS of pi: {ess_pi}")
+pip_mixed = idata.posterior["gamma"].mean(("chain", "draw")).to_series()
+print(f"largest PIP difference between the two runs: {(pip_auto - pip_mixed).abs().max():.2f}")
 
 # %%
 # Convergence checks
