@@ -12,6 +12,7 @@ from real_models import CASES, DISASTERS_DATA, disaster_model
 
 import pyro_gwg
 from pyro_gwg import Auto, ExactDraws, ModelDensity
+from pyro_gwg.auto import Sweep
 from pyro_gwg.auto import plan as auto_plan
 from pyro_gwg.enumeration import lift_enumeration
 from pyro_gwg.sites import UnsupportedModelError
@@ -74,15 +75,45 @@ def test_the_plan_is_visible():
     assert "running GWG" in repr(kernel) and str(plan) in repr(kernel)
 
 
-def test_two_kernels_asked_for_are_refused():
-    def model():
-        with pyro.plate("p", 5):
-            x = pyro.sample("x", dist.Bernoulli(0.5))
-        k = pyro.sample("k", dist.Poisson(2.0))
-        pyro.factor("f", (x[..., 1:] * x[..., :-1]).sum(-1) * k)
+def index_and_bits():
+    with pyro.plate("p", 5):
+        x = pyro.sample("x", dist.Bernoulli(0.5))
+    k = pyro.sample("k", dist.Binomial(6, 0.4))
+    pyro.factor("f", 0.3 * (x[..., 1:] * x[..., :-1]).sum(-1) * (k - 2))
 
-    with pytest.raises(UnsupportedModelError, match="with different kernels"):
-        Auto(model, sites={"x": "GWG", "k": "Gibbs"}).plan()
+
+def test_sites_given_different_kernels_are_swept():
+    kernel = Auto(index_and_bits, sites={"k": "Gibbs"})  # (else k is summed out)
+    assert {s.name: s.move for s in kernel.plan().sites} == {"x": "GWG", "k": "Gibbs"}
+    assert isinstance(kernel.kernel, Sweep)
+    blocks = {name: type(k).__name__ for name, k in kernel.kernel.kernels.items()}
+    assert blocks == {"x": "GWG", "k": "Gibbs"}
+
+
+def test_sweep_arguments_are_checked():
+    with pytest.raises(TypeError, match="non-empty dict"):
+        Sweep(index_and_bits, {})
+    with pytest.raises(TypeError, match="kernel of site 'x' must be a pyro-gwg kernel"):
+        Sweep(index_and_bits, {"x": "GWG"})
+    with pytest.raises(ValueError, match="adapts during warmup"):
+        Sweep(index_and_bits, {"x": pyro_gwg.GWG(num_flips="auto")})
+    with pytest.raises(ValueError, match="runs eagerly"):
+        Sweep(index_and_bits, {"x": pyro_gwg.GWG()}, jit_compile=True)
+    with pytest.raises(UnsupportedModelError, match="without a kernel: \\['k'\\]"):
+        run_gwg_mcmc(Sweep(index_and_bits, {"x": pyro_gwg.GWG()}), num_samples=2)
+
+
+@pytest.mark.exactness
+def test_a_sweep_is_exact_in_both_runners():
+    posterior = pyro_gwg.exact_posterior(index_and_bits)
+    mcmc = run_gwg_mcmc(Auto(index_and_bits, sites={"k": "Gibbs"}), num_samples=800)
+    assert_exact(mcmc.draws.codes, posterior)
+    pyro.set_rng_seed(2)
+    kernel = Sweep(index_and_bits, {"x": pyro_gwg.GWG(), "k": pyro_gwg.Gibbs()})
+    pyro_mcmc = pyro.infer.MCMC(kernel, 2000, 100, disable_progbar=True)
+    pyro_mcmc.run()
+    samples = {k: v.unsqueeze(0) for k, v in pyro_mcmc.get_samples().items()}
+    assert_exact(codes_of(samples, index_and_bits, 1), posterior)
 
 
 def test_summed_out_sites_are_drawn_on_request():

@@ -25,6 +25,7 @@ exact conditional given each draw (``draw_enumerated``, as
 
 from __future__ import annotations
 
+import inspect
 from typing import Callable, Dict, Mapping, Optional, Union
 
 import torch
@@ -36,6 +37,7 @@ from pyro_gwg import _trace
 from pyro_gwg._validation import check_bool, check_integer
 from pyro_gwg.auto.exact import ExactDraws
 from pyro_gwg.auto.plan import DEFAULT_BUDGET, Plan, make_plan, value_batch_shape
+from pyro_gwg.auto.sweep import Sweep
 from pyro_gwg.enumeration import (
     broadcasts,
     draw_enumerated,
@@ -45,12 +47,18 @@ from pyro_gwg.enumeration import (
 from pyro_gwg.kernels import REGISTRY
 from pyro_gwg.kernels.base import JIT_MODES, DiscreteKernel, HeldInitialParams
 from pyro_gwg.kernels.mixed import MixedGibbs
-from pyro_gwg.sites import UnsupportedModelError
 
 __all__ = ["Auto"]
 
 #: settings of the discrete kernels Auto chooses (beyond the shared options)
 _KERNEL_SETTINGS = {"GWG": {"num_flips": "auto"}}
+
+
+def _fixed_settings(kernel_class) -> dict:
+    """Settings that keep a kernel of a :class:`~pyro_gwg.auto.sweep.Sweep` from
+    adapting (a sweep runs no warmup adaptation)."""
+    parameters = inspect.signature(kernel_class.__init__).parameters
+    return {"adapt_step_size": False} if "adapt_step_size" in parameters else {}
 
 
 class Auto(HeldInitialParams, MCMCKernel):
@@ -67,7 +75,8 @@ class Auto(HeldInitialParams, MCMCKernel):
       every ``infer={"enumerate": "parallel"}`` mark of the model is kept;
     * other index (``Categorical``) and ordinal sites get exact **Gibbs** updates;
     * other binary and one-hot sites get **GWG** (``num_flips="auto"``) when the model
-      has at least 4 such coordinates, else Gibbs;
+      samples at least 4 such coordinates, else Gibbs; sites given different kernels
+      are updated in turn (:class:`~pyro_gwg.auto.sweep.Sweep`);
     * continuous sites get **NUTS**, alternating with the discrete kernel as in
       :class:`~pyro_gwg.MixedGibbs`.
 
@@ -77,8 +86,9 @@ class Auto(HeldInitialParams, MCMCKernel):
     :param callable model: a Pyro model.
     :param dict sites: per-site overrides ``{site: move}``: ``"enumerate"``, ``"NUTS"``
         (continuous sites) or the name of a pyro-gwg kernel (``"Gibbs"``, ``"GWG"``,
-        ``"NCG"``, ``"PAVG"``, ``"HammingBall"``, ...). The discrete sites a run samples
-        must share one kernel.
+        ``"NCG"``, ``"PAVG"``, ``"HammingBall"``, ...). Sites given different kernels
+        are updated in turn (:class:`~pyro_gwg.auto.sweep.Sweep`, with fixed
+        settings: no warmup adaptation, run eagerly).
     :param int budget: largest enumerated tensor, in elements (default ``2 ** 20``).
     :param bool draw_enumerated: draw the summed-out sites for every draw, so that
         ``get_samples()`` holds them (default ``True``).
@@ -195,28 +205,22 @@ class Auto(HeldInitialParams, MCMCKernel):
     def _kernel_for(self, plan: Plan, plate_nesting: int) -> MCMCKernel:
         """The kernel that runs ``plan``."""
         moves = plan.discrete_moves
-        if len(moves) > 1:
-            raise UnsupportedModelError(
-                "Auto: the plan samples discrete sites with different kernels ({}); one "
-                "run samples its discrete sites with one kernel. Give them one with "
-                "sites={{...}} (e.g. {}).".format(
-                    "; ".join("{}: {}".format(k, ", ".join(v)) for k, v in moves.items()),
-                    {name: "Gibbs" for names in moves.values() for name in names},
-                )
-            )
         options = dict(max_plate_nesting=plate_nesting, init_strategy=self.init_strategy)
         enumerated_model = with_enumeration(self.model, plan.enumerated)
         if not plan.continuous and not moves:
             return ExactDraws(with_enumeration(self.model, ()), **options)
+        model = None if plan.continuous else enumerated_model
         discrete: Optional[DiscreteKernel] = None
-        if moves:
+        if len(moves) == 1:
             (name,) = moves
-            discrete = REGISTRY[name](
-                None if plan.continuous else enumerated_model,
-                jit_compile=self.jit_compile,
-                **options,
-                **_KERNEL_SETTINGS.get(name, {}),
-            )
+            settings = _KERNEL_SETTINGS.get(name, {})
+            discrete = REGISTRY[name](model, jit_compile=self.jit_compile, **options, **settings)
+        elif moves:  # a sweep of kernels with fixed settings, one per group of sites
+            kernels = {}
+            for name, sites in moves.items():
+                kernel = REGISTRY[name](jit_compile=False, **_fixed_settings(REGISTRY[name]))
+                kernels.update({site: kernel for site in sites})
+            discrete = Sweep(model, kernels, **options)
         if not plan.continuous:
             return discrete
         nuts = NUTS(

@@ -11,7 +11,10 @@ r"""The per-site plan of :class:`~pyro_gwg.Auto`: which move each latent site ge
   batched run of the model) for index sites (``Categorical``, whose integer value
   carries no gradient) and ordinal sites.
 * ``"GWG"``: Gibbs-with-gradients for binary and one-hot sites, whose gradient
-  ranks the moves of many coupled coordinates at once.
+  ranks the moves of many coupled coordinates at once (Gibbs when the model samples
+  fewer than 4 such coordinates).
+* Sampled sites given different kernels are updated in turn, each with the others
+  held fixed (:class:`~pyro_gwg.auto.sweep.Sweep`).
 * ``"NUTS"``: Pyro's NUTS for the continuous sites, composed with the discrete moves
   as :class:`~pyro_gwg.MixedGibbs` does.
 
@@ -435,7 +438,7 @@ def make_plan(
                 else "its enumerated tensor ({:,}) exceeds the budget".format(cost)
             )
             decided[name] = (_SAMPLED, "not summed out: " + why)
-    _choose_kernel(decided, {s["name"]: s for s in latent}, overrides)
+    _choose_kernel(decided, {s["name"]: s for s in latent})
     plans = tuple(
         SitePlan(
             s["name"],
@@ -457,36 +460,24 @@ def _cost_or_none(model, args, kwargs, enumerated, max_plate_nesting) -> Optiona
         return None
 
 
-def _choose_kernel(decided: Dict[str, Tuple[str, str]], latent: Dict, overrides) -> None:
-    """Give the sampled discrete sites (move ``_SAMPLED`` in ``decided``) one kernel:
-    the one the user gave other sites, else Gibbs where index and ordinal sites hold
-    most of the sampled coordinates or fewer than 4 are binary or one-hot, else GWG."""
+def _choose_kernel(decided: Dict[str, Tuple[str, str]], latent: Dict) -> None:
+    """Give each sampled discrete site (move ``_SAMPLED`` in ``decided``) its kernel:
+    Gibbs for index and ordinal sites, GWG for binary and one-hot sites where the
+    sampled sites hold at least 4 such coordinates (else Gibbs)."""
     sampled = [name for name, (move, _) in decided.items() if move == _SAMPLED]
-    if not sampled:
-        return
-    chosen = {m for m in overrides.values() if m not in (ENUMERATE, NUTS)}
-    sizes = {name: _num_coords(latent[name]) for name in sampled}
-    graded = sum(sizes[n] for n in sampled if site_kind(latent[n]) in ("binary", "one-hot"))
-    if len(chosen) == 1:
-        (kernel,) = chosen
-        why = "the kernel set by the user for the other sampled sites"
-    elif graded >= _GRADIENT_MIN_COORDS and 2 * graded >= sum(sizes.values()):
-        kernel = "GWG"
-        why = "gradient moves: {} of the {} sampled coordinates are binary or one-hot".format(
-            graded, sum(sizes.values())
-        )
-    else:
-        kernel = "Gibbs"
-        total = sum(sizes.values())
-        if graded < _GRADIENT_MIN_COORDS:
-            why = "exact conditional of each coordinate: {} sampled coordinates".format(total)
-        else:
-            why = (
-                "exact conditional of each coordinate: {} of the {} sampled coordinates "
-                "are index or ordinal".format(total - graded, total)
-            )
+    graded = sum(
+        _num_coords(latent[n]) for n in sampled if site_kind(latent[n]) in ("binary", "one-hot")
+    )
     for name in sampled:
-        decided[name] = (kernel, "{}; {}".format(decided[name][1], why))
+        kind = site_kind(latent[name])
+        if kind in ("index", "ordinal"):
+            move, why = "Gibbs", "{} site: exact conditional of each coordinate".format(kind)
+        elif graded < _GRADIENT_MIN_COORDS:
+            move, why = "Gibbs", "{} binary/one-hot coordinates: exact conditional".format(graded)
+        else:
+            move = "GWG"
+            why = "gradient moves: {} coupled binary/one-hot coordinates".format(graded)
+        decided[name] = (move, "{}; {}".format(decided[name][1], why))
 
 
 def _check_overrides(overrides: Mapping[str, str], latent, allowed: frozenset) -> None:
