@@ -230,3 +230,25 @@ def test_change_point_with_latent_rates_matches_nuts_on_the_plated_twin():
     assert reference.kernel.plan(DISASTERS_DATA).enumerated == ["switchpoint"]
     spread = float(torch.sqrt(ours.var() / 100 + theirs.var() / 100))  # (ESS >= 100)
     assert abs(float(ours.mean() - theirs.mean())) < 5 * spread + 0.5
+
+
+@pytest.mark.exactness
+def test_the_check_fails_on_a_sweep_that_forgets_the_other_blocks(monkeypatch):
+    """Negative control: each block evaluated with the other blocks at their lowest
+    values (zeros) instead of their current ones."""
+    from pyro_gwg.proposals import sweep
+
+    full = sweep.BlockDensity._full
+
+    def forgetful(self, codes):
+        current, self.current = self.current, torch.zeros_like(self.current)
+        try:
+            return full(self, codes)
+        finally:
+            self.current = current
+
+    monkeypatch.setattr(sweep.BlockDensity, "_full", forgetful)
+    mcmc = run_gwg_mcmc(Auto(index_and_bits, sites={"k": "Gibbs"}), num_samples=800)
+    monkeypatch.undo()
+    with pytest.raises(AssertionError, match="disagree with the exact posterior"):
+        assert_exact(mcmc.draws.codes, pyro_gwg.exact_posterior(index_and_bits))
