@@ -64,9 +64,13 @@ have no reference at their sizes (``exact`` is ``null``).
 Usage (from the repository root)::
 
     python benchmarks/real_models.py --reference          # the NUTS references, once
-    python benchmarks/real_models.py                      # full run (about 20 min)
+    python benchmarks/real_models.py                      # full run (54 min here*)
     python benchmarks/real_models.py --quick              # a few minutes
     python benchmarks/real_models.py --methods auto --merge   # re-run the Auto rows only
+
+* on the shared 2-core machine at a load average of 8-11; the gradient targets were
+  run on their own (``--models ising_10x10,rbm_50x25,fhmm_100x5,variable_selection_32
+  --output results/real_models_gradient.json``).
 """
 
 from __future__ import annotations
