@@ -291,7 +291,19 @@ def _gated_model(y=ONE):
     pyro.sample("y", dist.Normal((x * scale).sum(-1, keepdim=True) + mu[..., 1], 1.0), obs=y)
 
 
-@pytest.mark.parametrize("batching", ["plate", "vmap", "loop"])
+#: torch 2.1's vmap stops at the data-dependent checks in Pyro's distributions that this
+#: model reaches (torch 2.2 and later run it); the bridge then evaluates state by state
+OLD_VMAP = tuple(int(p) for p in torch.__version__.split(".")[:2]) < (2, 2)
+
+
+@pytest.mark.parametrize(
+    "batching",
+    [
+        "plate",
+        pytest.param("vmap", marks=pytest.mark.skipif(OLD_VMAP, reason="torch 2.1's vmap")),
+        "loop",
+    ],
+)
 def test_given_values_per_chain_condition_each_chain_on_its_own(batching):
     # MixedGibbs's chains in pyro_gwg.MCMC: one batched energy, each chain's states
     # evaluated under its own continuous values; a batch of N states reads chain
@@ -347,4 +359,5 @@ def test_the_batching_of_a_density_given_values_per_chain_is_probed_under_each_c
     # take the prior's values beside chain 0's)
     energy = ModelDensity(expanding, given={"mu": torch.zeros(4)}, given_per_chain=True)
     with pytest.warns(BatchingWarning, match="plate"):
-        assert energy.choose_batching(torch.randint(0, 2, (4, 3))) == "vmap"
+        chosen = energy.choose_batching(torch.randint(0, 2, (4, 3)))
+    assert chosen == ("loop" if OLD_VMAP else "vmap")
