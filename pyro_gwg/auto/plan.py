@@ -424,9 +424,16 @@ def make_plan(
             )
         )
     largest = largest or 0
+    # every candidate at once first (one enumerated trace); one at a time only when
+    # that fails or exceeds the budget
+    joint = _cost_or_none(model, args, kwargs, enumerated + candidates, max_plate_nesting)
+    if candidates and joint is not None and joint <= budget:
+        for name in candidates:
+            decided[name] = (ENUMERATE, "summed out; largest tensor {:,}".format(joint))
+        enumerated += candidates
+        largest, candidates = max(largest, joint), []
     for name in candidates:
         cost = _cost_or_none(model, args, kwargs, enumerated + [name], max_plate_nesting)
-        site = trace.nodes[name]
         if cost is not None and cost <= budget:
             enumerated.append(name)
             largest = max(largest, cost)
