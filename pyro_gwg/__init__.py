@@ -10,7 +10,7 @@ from pyro_gwg import diagnostics, enumeration, models, proposals
 from pyro_gwg.auto import Auto, ExactDraws
 from pyro_gwg.bridge.batching import BatchingWarning
 from pyro_gwg.bridge.density import ModelDensity
-from pyro_gwg.compilation import CompilationWarning
+from pyro_gwg.compile import CompilationWarning
 from pyro_gwg.enumeration import exact_posterior
 from pyro_gwg.inference_data import to_inference_data, typed_samples
 from pyro_gwg.kernels import (

@@ -15,10 +15,9 @@ internal it uses, so that a Pyro release that changes one fails there, by name:
   ``symbol_to_dim``, ``site["packed"]``) and ``pyro.ops.contract.contract_to_tensor``,
   with which :func:`contract_enumerated` sums enumerated sites out as Pyro's
   ``TraceEinsumEvaluator`` does;
-* the local variables of ``pyro.infer.mcmc.api``'s sampling loop ``_gen_samples``
-  (``warmup_steps``, ``num_samples``) and of its sequential runner
+* the local variables of ``pyro.infer.mcmc.api``'s sequential runner
   ``_UnarySampler.run`` (``i``, ``self.num_chains``), found on the call stack
-  (:func:`pyro_run_length`, :func:`pyro_sequential_chain`);
+  (:func:`pyro_sequential_chain`);
 * the private attributes of Pyro's HMC/NUTS (``_max_plate_nesting``,
   ``_jit_compile``) and of ``pyro.infer.MCMC`` (``_args``, ``_kwargs``, ``_samples``,
   ``_diagnostics``) (:func:`kernel_max_plate_nesting`, :func:`kernel_jit_compiles`,
@@ -363,25 +362,6 @@ def _running_locals(function: Optional[Callable]) -> dict:
             return frame.f_locals
         frame = frame.f_back
     return {}
-
-
-def pyro_run_length() -> Optional[int]:
-    """The number of draws, warmup included, that the :class:`pyro.infer.MCMC` chain
-    being set up will ask of its kernel (``warmup_steps + num_samples`` of Pyro's
-    sampling loop, ``pyro.infer.mcmc.api._gen_samples``, found on the call stack:
-    Pyro does not tell its kernel), or ``None`` outside such a loop (or where a Pyro
-    version names it otherwise). The cost model of ``jit_compile="auto"`` weighs a
-    compilation against the draws left (:func:`pyro_gwg.compilation.worth_compiling`).
-
-    :rtype: int or None
-    """
-    from pyro.infer.mcmc import api
-
-    found = _running_locals(getattr(api, "_gen_samples", None))
-    warmup, samples = found.get("warmup_steps"), found.get("num_samples")
-    if isinstance(warmup, int) and isinstance(samples, int):
-        return warmup + samples
-    return None
 
 
 def pyro_sequential_chain() -> Optional[Tuple[int, int, int]]:

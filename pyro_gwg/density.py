@@ -61,7 +61,7 @@ class Density(Protocol):
 
     layout: CoordinateLayout
     #: the compilers that may trace a transition evaluating this density (see
-    #: :mod:`pyro_gwg.compilation`); empty for a density evaluated eagerly
+    #: :mod:`pyro_gwg.compile`); empty for a density evaluated eagerly
     compilable: Tuple[str, ...]
 
     def log_joint(self, codes: torch.Tensor) -> torch.Tensor:

@@ -10,29 +10,29 @@ benchmarks. The driver owns
 * the state of the chains (``[C, ...]`` tensors in the algorithm's state tuple) and the
   step counter ``t`` (warmup steps first);
 * the warmup adaptation (:mod:`pyro_gwg.adaptation`), called after every warmup step;
-* one cache of compiled transitions, keyed by (steps per call, integer type of the
-  returned codes, compiler, the ``build`` arguments in force);
+* one cache of transitions in the form its ``jit_compile`` mode runs (see
+  :mod:`pyro_gwg.compile`), keyed by the caller's function and the ``build`` arguments
+  in force;
 * the record of moves after warmup, for the stuck-chain and never-moving-coordinate
   warnings (:class:`MoveMonitor`).
 
-:meth:`ChainDriver.run` is the loop. It takes ``every`` transitions per call of one
-compiled function (the whole block: density forward and backward passes, proposal, MH;
-see :mod:`pyro_gwg.compilation`) and hands each block to ``observe``; warmup steps of an
-adapting algorithm go one at a time, and a last block shorter than ``every`` runs
-eagerly rather than compiling a function for its length.
+:meth:`ChainDriver.run` is the loop. It takes blocks of ``every`` transitions, each a
+call of the one-step function (density forward and backward passes, proposal, MH:
+compiled whole, see :mod:`pyro_gwg.compile`), stacks their states and statistics once
+per block, and hands each block to ``observe``; warmup
+steps of an adapting algorithm go one at a time.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
 import torch
 
-from pyro_gwg import compilation
-from pyro_gwg.bridge.nan import invalid_evaluations
-from pyro_gwg.compilation import compile_function
+from pyro_gwg.compile.modes import Mode, mode_of
+from pyro_gwg.compile.transition import BackgroundTransition, compile_transition
 from pyro_gwg.density import Density
 from pyro_gwg.proposals.algorithm import Algorithm
 from pyro_gwg.proposals.layout import CoordinateLayout
@@ -42,10 +42,8 @@ __all__ = [
     "CheckedAlgorithm",
     "MoveMonitor",
     "Observer",
-    "ONE_STEP_BACKENDS",
     "THREAD_GAIN",
     "THREAD_TUNING_CALLS",
-    "TIMED_CALLS",
     "UNTIMED_CALLS",
     "checked_algorithm",
     "fewest_fast_threads",
@@ -53,25 +51,9 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: compilers whose blocks are a Python loop over one compiled step (see :meth:`_block`)
-ONE_STEP_BACKENDS = ("auto", "aot")
-
-#: calls of a function in the ``"auto"`` mode not timed for the cost model (the
-#: TorchScript executor specialises the graph during its first calls)
+#: calls of a function not timed by :class:`_ThreadTuned` (the first calls of a
+#: function capture it, load a package, warm caches)
 UNTIMED_CALLS = 2
-
-#: timed calls the cost model takes the median of before it decides: one call can be
-#: slow for reasons of its own (the TorchScript executor may optimise a large graph
-#: during an early call), and one slow call must not start a long compilation
-TIMED_CALLS = 5
-
-#: what each compiler slower than ``"trace"`` is called in its announcement (see
-#: :func:`~pyro_gwg.compilation.announce`), with a remark
-_COMPILER_NAMES = {
-    "aot": ("AOTInductor", "once: later runs load it from the disk cache"),
-    "compile": ("torch.compile", ""),
-    "make_fx": ("TorchInductor (make_fx)", ""),
-}
 
 #: ``observe(t, info, codes, log_joint)``: a block of transitions starting at step ``t``
 #: (counted from the first warmup step), with ``info`` fields ``[C, n]``, the states
@@ -159,22 +141,6 @@ class MoveMonitor:
         self.steps += codes.shape[1]
 
 
-class _CallArguments(Sequence):
-    """The arguments besides the state of the current call of a compiled transition
-    (the values a density is conditioned on, ``pyro.param`` values), which the compiled
-    function sets as it starts: the density view the transition was built on reads
-    them, as tensors of the tracer while it traces."""
-
-    def __init__(self) -> None:
-        self.tensors: Tuple[torch.Tensor, ...] = ()
-
-    def __getitem__(self, index):
-        return self.tensors[index]
-
-    def __len__(self) -> int:
-        return len(self.tensors)
-
-
 class ChainDriver:
     """Runs the transitions of ``build(density, **static)`` on a batch of chains.
 
@@ -186,40 +152,27 @@ class ChainDriver:
     :param adaptation: the warmup adaptation (see :mod:`pyro_gwg.adaptation`), or
         ``None``; its ``static`` dict overrides ``build``'s arguments.
     :param int num_warmup: warmup steps (adapted, when there is an adaptation).
-    :param str backend: the compiler of blocks of transitions (a backend of
-        :func:`~pyro_gwg.compilation.compile_function`: ``"aot"``, ``"compile"``,
-        ``"make_fx"``, ``"trace"``), ``"auto"`` or ``None`` for eager transitions.
-        ``"auto"`` starts each function with ``"trace"`` (milliseconds to compile) and
-        moves it to ``"aot"`` when the cost model
-        :func:`~pyro_gwg.compilation.worth_compiling` says the compile time will be
-        paid back: at once when the on-disk cache already has its package, else from
-        the time per call measured so far, the predicted compile time and the calls
-        left before :attr:`horizon`. Blocks of ``"auto"`` and ``"aot"`` are a Python
-        loop over one compiled step (one compilation serves every block length;
-        ``"aot"`` looks up the disk cache by the trace of the step, as ``"auto"``
-        does, before exporting anything). The tensors a density reads that change
-        between calls (the ``given`` and ``pyro.param`` values of a
-        :class:`~pyro_gwg.ModelDensity`, see its
-        :meth:`~pyro_gwg.ModelDensity.arguments`) are passed to the compiled
-        function as arguments, with their values of each call.
-    :param int horizon: the initial :attr:`horizon`.
+    :param jit_compile: a kernel's ``jit_compile`` value, or a
+        :class:`~pyro_gwg.compile.modes.Mode`: how the transitions are compiled (the
+        table :data:`~pyro_gwg.compile.modes.JIT_COMPILE`). In the default ``"auto"``
+        the first step runs the model eagerly, the next ones its captured graph while
+        AOTInductor compiles it in a background process, and the compiled package
+        from the first step after it is ready (at once when the disk cache has it).
+        The tensors a density reads that change between calls (the ``given`` and
+        ``pyro.param`` values of a :class:`~pyro_gwg.ModelDensity`, see its
+        :meth:`~pyro_gwg.ModelDensity.arguments`) are arguments of the compiled
+        function, passed with their values of each call.
     :param callable on_compile: the initial :attr:`on_compile`.
 
     :ivar NamedTuple state: the chains' state (``None`` before :meth:`init`).
     :ivar int t: transitions taken since :meth:`init`.
     :ivar MoveMonitor moves: moves after warmup.
-    :ivar horizon: the step count ``t`` at which the caller will stop, or ``None`` when
-        unknown (the cost model of ``"auto"`` then compiles once the time spent in a
-        function reaches the predicted compile time).
-    :ivar on_compile: ``callable(message)`` told before a compilation by TorchInductor
-        (``"aot"``, ``"compile"``, ``"make_fx"``, and the move of ``"auto"`` to
-        ``"aot"``) starts, with the seconds it is expected to take (a runner shows it in
-        its progress bar), or ``None``. Such a compilation also says so in one line on
-        standard error when it is expected to take a second or more
-        (:func:`~pyro_gwg.compilation.announce`).
-    :ivar float compile_seconds: wall-clock seconds spent compiling since the driver
-        was made: tracing, exporting and AOTInductor compilation, or loading a
-        compiled package from the disk cache (the first traced call runs one step).
+    :ivar on_compile: ``callable(message)`` told when a compilation starts (a runner
+        shows the message in its progress bar) and ``callable(None)`` when the
+        compiled form takes over, or ``None``.
+    :ivar float compile_seconds: wall-clock seconds the chains waited for compilation
+        since the driver was made: capturing transitions, loading packages from the
+        disk cache, and compiles in this process.
     """
 
     def __init__(
@@ -229,19 +182,17 @@ class ChainDriver:
         *,
         adaptation=None,
         num_warmup: int = 0,
-        backend: Optional[str] = None,
-        horizon: Optional[int] = None,
-        on_compile: Optional[Callable[[str], None]] = None,
+        jit_compile=False,
+        on_compile: Optional[Callable[[Optional[str]], None]] = None,
     ) -> None:
         self.build = build
         self.density = density
         self.adaptation = adaptation
         self.num_warmup = int(num_warmup)
-        self.backend = backend
+        self.mode = jit_compile if isinstance(jit_compile, Mode) else mode_of(jit_compile)
         self.state: Optional[NamedTuple] = None
         self.t = 0
         self.moves = MoveMonitor()
-        self.horizon = horizon
         self.on_compile = on_compile
         self.compile_seconds = 0.0
         self._algorithms: Dict[tuple, Algorithm] = {}
@@ -318,8 +269,8 @@ class ChainDriver:
         :param int num_steps: transitions.
         :param callable observe: ``observe(t, info, codes, log_joint)`` after every
             block of transitions (see :data:`Observer`), or ``None``.
-        :param int every: transitions per block (per call of the compiled function);
-            warmup steps of an adapting algorithm go one at a time.
+        :param int every: transitions per block; warmup steps of an adapting
+            algorithm go one at a time.
         :param torch.dtype code_dtype: integer type of the ``codes`` handed to
             ``observe``.
         """
@@ -334,7 +285,7 @@ class ChainDriver:
                 log_joint = self.state.log_joint.unsqueeze(1)
             else:
                 size = min(every, end - start, self._to_phase_end())
-                info, codes, log_joint = self._block(size, code_dtype, size in (every, 1))
+                info, codes, log_joint = self._block(size, code_dtype)
                 self.t += size
                 first = max(self.num_warmup - start, 0)
                 if first == 0:
@@ -352,38 +303,48 @@ class ChainDriver:
         return self.num_warmup - self.t if self.warming_up else 1 << 62
 
     def _block(
-        self, num_steps: int, code_dtype: torch.dtype, compiled: bool
+        self, num_steps: int, code_dtype: torch.dtype
     ) -> Tuple[NamedTuple, torch.Tensor, torch.Tensor]:
-        backend = self.backend if compiled else None
-        if self.backend in ONE_STEP_BACKENDS:
-            # a Python loop over the one-step function: it compiles once, whatever
-            # the block lengths (an AOTInductor step costs what a step of a compiled
-            # block does), and the cost model of "auto" counts steps
-            single = self._step_function(None)
-            fn = self._function(
-                (num_steps, code_dtype, self.backend),
-                lambda _: _blocks(lambda state: single(state)[:2], num_steps, code_dtype),
-                None,
-                tuned=False,
-            )
-        else:
-            fn = self._function(
-                (num_steps, code_dtype, backend),
-                lambda step: _blocks(step, num_steps, code_dtype),
-                backend,
-            )
-        self.state, info, (codes, log_joint) = fn(self.state)
-        return info, codes, log_joint
+        """``num_steps`` calls of the one-step function; their statistics, states and log
+        joints stacked once for the block (one operator per field, not per step)."""
+        step = self._step_function(None)
+        state = self.state
+        infos, codes, log_joint = [], [], []
+        for _ in range(num_steps):
+            state, info, _ = step(state)
+            infos.append(info)
+            codes.append(state.codes)
+            log_joint.append(state.log_joint)
+        self.state = state
+        stacked = type(infos[0])(*(torch.stack(field, 1) for field in zip(*infos)))
+        return stacked, torch.stack(codes, 1).to(code_dtype), torch.stack(log_joint, 1)
 
     def _step_function(self, extras: Optional[Callable[[NamedTuple], tuple]]) -> Callable:
-        """The one-step function ``state -> (state, info, extras(state))`` in force."""
-        adapting = self.adaptation is not None and self.warming_up
-        return self._function(
-            ("step", extras, self.backend),
-            lambda step: _single(step, extras),
-            self.backend,
-            lambda: self._steps_left(self.num_warmup if adapting else self.horizon),
-        )
+        """The one-step function ``state -> (state, info, extras(state))`` in force,
+        in the form of the driver's mode, made on its first use."""
+        key = (extras,) + self._static_key
+        fn = self._compiled.get(key)
+        if fn is None:
+            begin = time.perf_counter()
+            fn = compile_transition(
+                lambda step: _single(step, extras),
+                self.algorithm.step,
+                self.build,
+                self.static,
+                self.density,
+                self.state,
+                self.mode,
+                self._tell,
+            )
+            self.compile_seconds += time.perf_counter() - begin
+            if self.state.codes.device.type == "cpu":
+                fn = _ThreadTuned(fn)
+            self._compiled[key] = fn
+        return fn
+
+    def _tell(self, message: Optional[str]) -> None:
+        if self.on_compile is not None:
+            self.on_compile(message)
 
     def step(self, extras: Optional[Callable[[NamedTuple], tuple]] = None) -> tuple:
         """One transition of every chain, with the warmup adaptation: the entry point
@@ -404,7 +365,10 @@ class ChainDriver:
         if start < self.num_warmup:
             if self.adaptation is not None:
                 self.state = self.adaptation.update(start, self.state, info)
-                self._static_key = self._key_of_static()
+                key = self._key_of_static()
+                if key != self._static_key:  # a new transition from now on
+                    self._retire(self._static_key)
+                    self._static_key = key
         else:
             self.moves.observe(
                 type(info)(*(field.unsqueeze(1) for field in info)),
@@ -413,178 +377,37 @@ class ChainDriver:
         return info, out
 
     # ------------------------------------------------------------------ compilation
-    def _steps_left(self, end: Optional[int]) -> Optional[int]:
-        return None if end is None else max(end - self.t, 0)
+    def _background(self, static_key: Optional[tuple] = None) -> List[BackgroundTransition]:
+        found = []
+        for key, fn in self._compiled.items():
+            fn = getattr(fn, "fn", fn)  # (under _ThreadTuned)
+            if isinstance(fn, BackgroundTransition) and static_key in (None, key[1:]):
+                found.append(fn)
+        return found
 
-    def _function(
-        self,
-        key: tuple,
-        body_of: Callable,
-        backend: Optional[str],
-        calls_left: Callable[[], Optional[int]] = lambda: None,
-        tuned: bool = True,
-    ) -> Callable:
-        """The function of the cache for ``key`` and the build arguments in force,
-        compiled (see :meth:`_compile`) on its first use; ``calls_left()`` is the
-        number of calls the caller still expects (``None``: unknown). On the CPU it
-        runs with the thread count it is fastest with (:class:`_ThreadTuned`) unless
-        ``tuned`` is false (a loop over functions that are tuned themselves)."""
-        key = key + self._static_key
-        fn = self._compiled.get(key)
-        if fn is None:
-            begin = time.perf_counter()
-            fn = self._compile(body_of, backend, calls_left)
-            self.compile_seconds += time.perf_counter() - begin
-            if tuned and self.state.codes.device.type == "cpu":
-                fn = _ThreadTuned(fn)
-            self._compiled[key] = fn
-        return fn
+    def _retire(self, static_key: tuple) -> None:
+        """The transitions built with ``static_key`` will not run again: stop their
+        background compiles."""
+        for transition in self._background(static_key):
+            self.compile_seconds += transition.blocking_seconds
+            transition.stop()
 
-    def _compile(
-        self,
-        body_of: Callable[[Callable], Callable],
-        backend: Optional[str],
-        calls_left: Callable[[], Optional[int]] = lambda: None,
-    ):
-        """``state -> (state, info, extras)``: ``body_of(step)`` (a function of the state
-        built on the algorithm's ``step``) compiled whole by ``backend`` (with a check
-        for NaN or ``+inf`` log densities returned as a flag, since a compiled function
-        cannot raise), or eager where ``backend`` is ``None``, where the density cannot
-        be compiled and where every compiler fails. ``"auto"`` gives an
-        :class:`_AutoCompiled` function."""
-        density = self.density
-        usable = tuple(density.compilable) if density is not None else ()
-        if backend is None or not usable or (backend not in usable and backend != "auto"):
-            return body_of(self.algorithm.step)
-        state = self.state
-        num_chains = state.codes.shape[0]
-        build, static, state_type, types = self.build, self.static, type(state), []
-        # tensors the density reads that change between calls (values it is conditioned
-        # on, pyro.param values): arguments of the compiled function, not constants
-        arguments = density.arguments
-        num_state = len(state)
+    @property
+    def background_compile_seconds(self) -> float:
+        """Wall-clock seconds of the background compiles that ended (from their start
+        to their package's load), while the chains ran."""
+        return sum(t.background_seconds or 0.0 for t in self._background())
 
-        # the transition is built here, eagerly (a build may read its constants' values,
-        # which a tracer cannot), on the density that reads the arguments of each call
-        call = _CallArguments()
-        body = body_of(build(density.traceable(num_chains, call), **static).step)
-
-        def flat(*tensors: torch.Tensor) -> tuple:
-            call.tensors = tensors[num_state:]
-            with density.recording() as evaluations:
-                new_state, info, extras = body(state_type(*tensors[:num_state]))
-            types.append((type(info), len(extras)))
-            checks = invalid_evaluations(evaluations, new_state.codes)
-            return (*new_state, *info, *extras, *checks)
-
-        example = tuple(state) + arguments()
-
-        def wrap(compiled: Callable) -> Callable:
-            info_type, num_extras = types[0]
-            end_info = num_state + len(info_type._fields)
-
-            def run(current: NamedTuple) -> tuple:
-                out = compiled(*current, *arguments())
-                invalid, bad_codes = out[-2:]
-                if bool(invalid):
-                    density.raise_invalid(bad_codes)
-                info = info_type(*out[num_state:end_info])
-                extras = tuple(out[end_info : end_info + num_extras])
-                return state_type(*out[:num_state]), info, extras
-
-            return run
-
-        device = state.codes.device.type
-        if backend not in ONE_STEP_BACKENDS:
-            if backend != "trace":  # TorchInductor: seconds, not milliseconds
-                self._announce(backend, compilation.estimated_compile_seconds(None, device))
-            compiled = compile_function(flat, example, backend)
-            return body_of(self.algorithm.step) if compiled is None else wrap(compiled)
-        # "auto" and "aot": traced first, which names the function in the disk cache
-        if "aot" in usable and state.codes.device.type == "cpu":
-            compilation.prewarm_loader()  # a package load's CPU probe, while tracing
-        traced = compile_function(flat, example, "trace") if "trace" in usable else None
-        key = compilation.trace_key(traced, example) if traced is not None else None
-        if not compilation.aot_available():
-            usable = tuple(name for name in usable if name != "aot")
-        cached = compilation.cached_aot(key, example) if "aot" in usable else None
-        if cached is not None:
-            logger.info("loaded a compiled transition from %s", compilation.cache_dir())
-            return wrap(cached)
-        start = body_of(self.algorithm.step) if traced is None else wrap(traced)
-        if "aot" not in usable:
-            return start
-        ops = compilation.trace_ops(traced) if traced is not None else None
-        estimate = compilation.estimated_compile_seconds(ops, device)
-        if backend == "aot":
-            self._announce("aot", estimate)
-            compiled = compilation.try_aot_compile(flat, example, key, ops)
-            return start if compiled is None else wrap(compiled)
-
-        def upgrade() -> Optional[Callable]:
-            current = tuple(self.state) + arguments()
-            self._announce("aot", estimate)
-            begin = time.perf_counter()
-            compiled = compilation.try_aot_compile(flat, current, key, ops)
-            self.compile_seconds += time.perf_counter() - begin
-            return None if compiled is None else wrap(compiled)
-
-        return _AutoCompiled(start, upgrade, calls_left, estimate, device)
-
-    def _announce(self, backend: str, seconds: float) -> None:
-        """Say that a compilation by ``backend`` expected to take ``seconds`` starts
-        (:func:`~pyro_gwg.compilation.announce`: a line on standard error from a
-        second on) and show it in the caller's progress bar (:attr:`on_compile`)."""
-        compiler, note = _COMPILER_NAMES[backend]
-        short = compilation.announce(compiler, seconds, note)
-        if self.on_compile is not None:
-            self.on_compile(short)
-
-
-class _AutoCompiled:
-    """A function of the ``"auto"`` mode: ``start`` (traced, or eager) until the cost
-    model :func:`~pyro_gwg.compilation.worth_compiling` says that ``upgrade()``
-    (AOTInductor) pays, then what ``upgrade`` returned (``start`` again when it
-    failed)."""
-
-    def __init__(
-        self,
-        start: Callable,
-        upgrade: Callable[[], Optional[Callable]],
-        calls_left: Callable[[], Optional[int]],
-        compile_seconds: float,
-        device: str,
-    ) -> None:
-        self.current = start
-        self.final: Optional[Callable] = None
-        self.upgrade = upgrade
-        self.calls_left = calls_left
-        self.compile_seconds = compile_seconds
-        self.device = device
-        self.calls = 0
-        self.spent = 0.0  # seconds in all calls
-        self.timed: List[float] = []  # seconds of the calls after the first UNTIMED_CALLS
-
-    def __call__(self, state: NamedTuple) -> tuple:
-        if self.final is not None:
-            return self.final(state)
-        begin = time.perf_counter()
-        out = self.current(state)
-        if self.device == "cuda":
-            torch.cuda.synchronize()
-        seconds = time.perf_counter() - begin
-        self.calls += 1
-        self.spent += seconds
-        if self.calls > UNTIMED_CALLS:
-            self.timed.append(seconds)
-            if len(self.timed) < TIMED_CALLS:
-                return out
-            per_call = sorted(self.timed)[len(self.timed) // 2]
-            del self.timed[: -4 * TIMED_CALLS]  # the recent calls are enough
-            left = self.calls_left()
-            if compilation.worth_compiling(per_call, left, self.spent, self.compile_seconds):
-                self.final = self.upgrade() or self.current
-        return out
+    def close(self) -> None:
+        """The run has ended: its time spent capturing and loading is added to
+        :attr:`compile_seconds` and background compiles still running go on to fill
+        the disk cache (see :meth:`BackgroundTransition.detach`); a later
+        :meth:`run` or :meth:`step` starts afresh from the transitions' current forms.
+        """
+        for transition in self._background():
+            self.compile_seconds += transition.blocking_seconds
+            transition.blocking_seconds = 0.0
+            transition.detach()
 
 
 #: timed calls per candidate thread count before :class:`_ThreadTuned` chooses
@@ -649,23 +472,6 @@ class _ThreadTuned:
                 self.threads = fewest_fast_threads(self.seconds)
                 logger.debug("running with %d thread(s): %s", self.threads, self.seconds)
         return out
-
-
-def _blocks(step: Callable, num_steps: int, code_dtype: torch.dtype) -> Callable:
-    """``num_steps`` applications of ``step``, stacking infos, states and log joints:
-    ``state -> (state, info [C, n], (codes [C, n, D], log_joint [C, n]))``."""
-
-    def block(state: NamedTuple) -> tuple:
-        infos, codes, log_joint = [], [], []
-        for _ in range(num_steps):
-            state, info = step(state)
-            infos.append(info)
-            codes.append(state.codes.to(code_dtype))
-            log_joint.append(state.log_joint)
-        stacked = type(infos[0])(*(torch.stack(field, 1) for field in zip(*infos)))
-        return state, stacked, (torch.stack(codes, 1), torch.stack(log_joint, 1))
-
-    return block
 
 
 def _single(step: Callable, extras: Optional[Callable]) -> Callable:

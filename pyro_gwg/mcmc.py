@@ -14,14 +14,15 @@ tensors. ``"sequential"`` runs the chains one after the other with the same fast
 Vectorised and sequential runs drive the kernel's chains through a
 :class:`~pyro_gwg.driver.ChainDriver` (the chain loop of the package) that the kernel
 starts for the run (:meth:`~pyro_gwg.kernels.base.DiscreteKernel.start`; the kernel
-itself is left as it is), one compiled function call for
-:data:`~pyro_gwg.runner.strategies.STEPS_PER_CALL` transitions at a time, the few left
-at the end of warmup and of sampling eagerly; warmup steps of a kernel that adapts,
-and every step of a run with a ``hook_fn``, go one at a time. With the kernels'
-default ``jit_compile="auto"`` each function is traced by :func:`torch.jit.trace` and
-moved to AOTInductor when the cost model of the driver, told the length of the run,
-predicts that the compilation pays (see :mod:`pyro_gwg.compilation`); the progress bar
-says when the run is compiling. Draws are stored as integer codes and stay codes after
+itself is left as it is), in blocks of
+:data:`~pyro_gwg.runner.strategies.STEPS_PER_CALL` calls of the compiled transition;
+warmup steps of a kernel that adapts, and every step of a run with a ``hook_fn``, go
+one at a time. With the kernels' default ``jit_compile="auto"`` the first step runs
+the model eagerly, the next ones the transition's captured graph while AOTInductor
+compiles it in a background process, and the compiled package from the first step
+after it is ready (at once when the disk cache holds it; see :mod:`pyro_gwg.compile`):
+sampling never waits for the compiler, and the progress bar says when the run is
+compiling. Draws are stored as integer codes and stay codes after
 the run (:class:`~pyro_gwg.runner.draws.Draws`, :attr:`MCMC.draws`), decoded when
 asked. The per-draw statistics of the kernel accumulate on the device, and the host
 synchronises only to refresh the progress bar.
@@ -133,9 +134,9 @@ class MCMC(AbstractMCMC):
         :func:`pyro.set_rng_seed` fixes them all). The draws depend on the blocks and
         the seed only: a ``"ray"`` run gives the same draws with any ``num_workers``,
         and the same as a ``"vectorized"`` run with the same ``chains_per_block``
-        (with ``jit_compile=False`` or ``True``; ``"auto"`` may move a block to
-        AOTInductor code at a step its cost model picks from measured times, and that
-        code draws its random numbers differently). Default: all chains for
+        (every compiled form draws the same random numbers as the eager transition,
+        so up to rounding in the fused kernels the draws do not depend on when a
+        background compile ends). Default: all chains for
         ``"vectorized"``, ``min(num_chains,``
         :data:`~pyro_gwg.runner.strategies.RAY_CHAINS_PER_BLOCK` ``)`` for ``"ray"``;
         ``"sequential"`` is the same as ``chains_per_block=1``.
@@ -163,12 +164,15 @@ class MCMC(AbstractMCMC):
     :ivar int num_draws_kept: draws per chain held after the last :meth:`run` (``None``
         before the first run).
     :ivar dict timing: wall-clock seconds of the last run: ``setup`` (tracing, initial
-        states), ``warmup`` and ``sampling``, and ``compile``, the part of those two
-        spent compiling transitions (:attr:`~pyro_gwg.driver.ChainDriver.compile_seconds`:
-        at the first step, and where ``jit_compile="auto"`` moves to AOTInductor),
-        summed over the blocks of chains (with ``"ray"`` summed over the workers'
-        blocks, and ``wall``, the run's wall-clock time; ``chain_method="parallel"``
-        does not measure ``compile``); empty when the last run raised.
+        states), ``warmup`` and ``sampling``; ``compile``, the part of those two the
+        chains waited for compilation (:attr:`~pyro_gwg.driver.ChainDriver.compile_seconds`:
+        capturing transitions, loading compiled packages, compiles that the chains
+        wait for); and ``background_compile``, the seconds of the background compiles
+        that ended during the run (:attr:`~pyro_gwg.driver.ChainDriver.background_compile_seconds`,
+        while the chains ran), summed over the blocks of chains (with ``"ray"`` summed
+        over the workers' blocks, and ``wall``, the run's wall-clock time;
+        ``chain_method="parallel"`` measures neither compile time); empty when the last
+        run raised.
 
     Example::
 

@@ -1,8 +1,8 @@
-"""The energy a compiler traces: the whole ``value_and_grad`` traced by
-:func:`~pyro_gwg.compilation.trace_compile` (``jit_compile=True``), the view of the
-energy that a compiled transition traces (:class:`TraceableDensity`), and the tensors
-such a function takes as arguments instead of freezing them (the values of the
-``given`` sites and of the model's ``pyro.param`` sites), which the traced function
+"""The energy a compiler captures: the whole ``value_and_grad`` captured as a pure graph
+by :func:`~pyro_gwg.compile.backends.capture` (and checked against the model), the view
+of the energy that a compiled transition captures (:class:`TraceableDensity`), and the
+tensors such a function takes as arguments instead of freezing them (the values of the
+``given`` sites and of the model's ``pyro.param`` sites), which the captured function
 passes to the model's evaluation (see :meth:`Compiling.traceable`)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import torch
 
 from pyro_gwg.bridge.batching import ATOL, RTOL
 from pyro_gwg.bridge.errors import first_line, out_of_memory
-from pyro_gwg.compilation import trace_compile
+from pyro_gwg.compile.backends import BACKENDS, capture
 from pyro_gwg.proposals.layout import CoordinateLayout
 from pyro_gwg.sites import UnsupportedModelError
 
@@ -45,36 +45,35 @@ class Compiling:
     @property
     def compilable(self) -> Tuple[str, ...]:
         """Compilers that can compile a whole transition that evaluates this energy for
-        several states (see :mod:`pyro_gwg.compilation`): all for a model that broadcasts
-        (``"plate"``) or runs under :func:`torch.func.vmap` (traced through its ATen
-        graph), none for a model evaluated one state at a time, whose control flow
-        reads latent values or that reads ``pyro.module`` parameters (run eagerly)."""
+        several states (see :mod:`pyro_gwg.compile`): all for a model that broadcasts
+        (``"plate"``) or runs under :func:`torch.func.vmap`, none for a model
+        evaluated one state at a time, whose control flow reads latent values or
+        that reads ``pyro.module`` parameters (run eagerly)."""
         if self.value_reads or self.batching == "loop" or self._module_params:
             return ()
-        return ("aot", "compile", "make_fx", "trace")
+        return BACKENDS
 
     def _compile(self, codes: torch.Tensor):
-        """Trace the whole ``value_and_grad`` (forward and backward pass); where the
-        tracer cannot follow a backward formula, trace the forward pass only and
-        differentiate the traced graph, as Pyro's HMC does."""
+        """Capture the whole ``value_and_grad`` (forward and backward pass) as a pure
+        graph, checked against the model at ``codes`` and at a second state."""
         if self.value_reads:
             raise UnsupportedModelError(
                 "jit_compile=True cannot compile this model: its Python control flow "
-                "reads latent values ({}), and a traced graph would follow one path "
+                "reads latent values ({}), and a captured graph would follow one path "
                 "only. Use jit_compile=False (or the default 'auto', which runs such a "
                 "model eagerly).".format("; ".join(r.describe() for r in self.value_reads))
             )
         if self._module_params:
             raise UnsupportedModelError(
                 "jit_compile=True cannot compile this model: it reads the parameters of "
-                "a pyro.module ({}), which a traced graph would hold as constants. Use "
+                "a pyro.module ({}), which a captured graph would hold as constants. Use "
                 "jit_compile=False (or the default 'auto', which runs such a model "
                 "eagerly), or make them pyro.param sites, which a compiled transition "
                 "takes as arguments.".format(", ".join(map(repr, self._module_params)))
             )
         num_chains = codes.shape[0]
         with self.recording():
-            compiled = self._trace_value_and_grad(codes, num_chains)
+            compiled = self._capture_value_and_grad(codes, num_chains)
             for probe in (codes, self.layout.perturb(codes)):
                 f_jit, g_jit = compiled(probe)
                 f_eager, g_eager = self._value_and_grad(probe, num_chains)
@@ -83,10 +82,10 @@ class Compiling:
                     and torch.allclose(g_jit, g_eager, rtol=RTOL, atol=ATOL, equal_nan=True)
                 ):
                     raise UnsupportedModelError(
-                        "jit_compile=True: the graph that torch.jit.trace recorded gives "
-                        "a different {} than the eager model at a second state, so it "
-                        "does not follow the model (an operation the tracer records as a "
-                        "constant, or value-dependent control flow it could not see). "
+                        "jit_compile: the graph captured from the model gives a different "
+                        "{} than the eager model at a second state, so it does not follow "
+                        "the model (an operation the capture records as a constant, or "
+                        "value-dependent control flow it could not see). "
                         "Use jit_compile=False (or the default 'auto', which then runs "
                         "the model eagerly).".format(
                             "log density"
@@ -97,39 +96,25 @@ class Compiling:
         self._compiled[num_chains] = compiled
         return compiled
 
-    def _trace_value_and_grad(self, codes: torch.Tensor, num_chains: int):
+    def _capture_value_and_grad(self, codes: torch.Tensor, num_chains: int) -> Callable:
+        """:func:`~pyro_gwg.compile.backends.capture` of ``value_and_grad`` with the
+        model's :meth:`arguments` as further inputs of the graph (not constants),
+        passed at their values of each call."""
+
+        def fn(c: torch.Tensor, *arguments: torch.Tensor):
+            return self._value_and_grad(c, num_chains, arguments=arguments)
+
         try:
-            try:
-                return self._trace_with_arguments(
-                    lambda c, arguments: self._value_and_grad(c, num_chains, arguments=arguments),
-                    (codes,),
-                )
-            except RuntimeError:
-                forward = self._trace_with_arguments(
-                    lambda c, *r, arguments: self._forward(num_chains, c, *r, arguments=arguments),
-                    (codes, *self._relaxed(codes, False)),
-                )
-                return partial(self._value_and_grad, num_chains=num_chains, forward=forward)
-        except Exception as error:  # whatever the model raises under the tracer
+            graph = capture(fn, (codes,) + self.arguments())
+        except Exception as error:  # whatever the model raises under the capture
             if out_of_memory(error) or isinstance(error, UnsupportedModelError):
                 raise
             raise UnsupportedModelError(
-                "torch.jit.trace could not trace the model ({}: {}); use jit_compile=False "
-                "(or the default 'auto', which then runs the model eagerly).".format(
-                    type(error).__name__, first_line(error)
-                )
+                "The model could not be captured as a graph ({}: {}); use "
+                "jit_compile=False (or the default 'auto', which then runs the model "
+                "eagerly).".format(type(error).__name__, first_line(error))
             ) from error
-
-    def _trace_with_arguments(self, fn: Callable, example: tuple) -> Callable:
-        """:func:`~pyro_gwg.compilation.trace_compile` of ``fn(*example, arguments=...)``,
-        with the model's :meth:`arguments` as further inputs of the trace (not
-        constants), passed at their values of each call."""
-        size = len(example)
-        traced = trace_compile(
-            lambda *tensors: fn(*tensors[:size], arguments=tensors[size:]),
-            example + self.arguments(),
-        )
-        return lambda *tensors: traced(*tensors, *self.arguments())
+        return lambda c: tuple(graph(c, *self.arguments()))
 
     def arguments(self) -> Tuple[torch.Tensor, ...]:
         """The tensors besides the states that a compiled function of this energy

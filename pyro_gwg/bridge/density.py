@@ -72,12 +72,12 @@ class ModelDensity(StructureChecks, Batching, InitialStates, NanRecording, Compi
     :param dict model_kwargs: keyword arguments of the model.
     :param int max_plate_nesting: bound on nested plates (and batch dimensions);
         guessed from one trace when ``None``.
-    :param bool jit_compile: trace ``value_and_grad`` (forward *and* backward pass)
-        with :func:`torch.jit.trace`, once per number of chains; where the tracer
-        cannot follow the backward pass, trace the forward pass only and differentiate
-        it. Like Pyro's HMC, the model's Python control flow must not depend on latent
-        values (a model whose control flow reads them is refused; the compiled
-        function is also checked against the eager one at two states).
+    :param bool jit_compile: capture ``value_and_grad`` (forward *and* backward pass)
+        as a pure graph of ATen operators
+        (:func:`~pyro_gwg.compile.backends.capture`), once per number of chains, and
+        evaluate it by that graph. Like Pyro's HMC, the model's Python control flow
+        must not depend on latent values (a model whose control flow reads them is
+        refused; the graph is also checked against the eager model at two states).
     :param dict given: ``{site: value}`` of sites the model is conditioned on whose
         values change between evaluations (the continuous sites of
         :class:`~pyro_gwg.MixedGibbs`); the energy conditions the model on them itself,
@@ -512,9 +512,8 @@ class ModelDensity(StructureChecks, Batching, InitialStates, NanRecording, Compi
             logits = logits.mean(dim=tuple(range(extra)))
         return logits.expand(shape).reshape(-1, site.num_coords, site.num_categories)
 
-    def _value_and_grad(self, codes: torch.Tensor, num_chains: int, forward=None, arguments=None):
-        if forward is None:
-            forward = partial(self._forward, num_chains, arguments=arguments)
+    def _value_and_grad(self, codes: torch.Tensor, num_chains: int, arguments=None):
+        forward = partial(self._forward, num_chains, arguments=arguments)
         with torch.enable_grad():
             relaxed = self._relaxed(codes, with_grad=True)
             log_joint, *own = forward(codes, *relaxed)

@@ -29,7 +29,8 @@ from pyro_gwg import _trace
 from pyro_gwg._validation import check_integer
 from pyro_gwg._warn import warn
 from pyro_gwg.bridge.density import ModelDensity
-from pyro_gwg.compilation import CompilationWarning
+from pyro_gwg.compile.backends import CompilationWarning
+from pyro_gwg.compile.modes import JIT_COMPILE, mode_of
 from pyro_gwg.driver import ChainDriver, checked_algorithm
 from pyro_gwg.kernels.run import ChainRun, RunReport
 from pyro_gwg.proposals.algorithm import Algorithm
@@ -37,11 +38,8 @@ from pyro_gwg.sites import UnsupportedModelError
 
 __all__ = ["DiscreteKernel", "HeldInitialParams", "JIT_MODES"]
 
-#: values of ``jit_compile``
-JIT_MODES = (False, True, "auto", "inductor", "make_fx")
-
-#: the compiler each ``jit_compile`` mode asks the chain driver for
-_BACKENDS = {False: None, True: "trace", "auto": "auto", "inductor": "aot", "make_fx": "make_fx"}
+#: values of ``jit_compile`` (the keys of :data:`~pyro_gwg.compile.modes.JIT_COMPILE`)
+JIT_MODES = tuple(JIT_COMPILE)
 
 
 class HeldInitialParams:
@@ -68,22 +66,24 @@ class DiscreteKernel(HeldInitialParams, MCMCKernel):
     :param callable model: a Pyro model whose latent sites are discrete (or ``None``
         where another object supplies it, e.g. :class:`~pyro_gwg.MixedGibbs`).
     :param jit_compile: how the whole transition (model forward and backward pass,
-        proposal, MH) is compiled into one graph (see :mod:`pyro_gwg.compilation`):
+        proposal, MH) is compiled into one graph (the table
+        :data:`~pyro_gwg.compile.modes.JIT_COMPILE`; see :mod:`pyro_gwg.compile`):
 
-        * ``"auto"`` (default): :func:`torch.jit.trace` first (milliseconds to
-          compile), then AOTInductor (:func:`~pyro_gwg.compilation.aot_compile`: fused
-          C++ or GPU kernels, several times faster per step) once a cost model
-          (:func:`~pyro_gwg.compilation.worth_compiling`) predicts that the run is
-          long enough to pay for its compilation (tens of seconds), or at once when
-          the on-disk cache holds the compiled transition from an earlier run. A model
-          whose Python control flow depends on latent values runs eagerly, with a
-          warning.
-        * ``True``: :func:`torch.jit.trace` only; such a model is an error.
-        * ``"inductor"``: AOTInductor from the first step, falling back to
-          ``torch.jit.trace`` and then to eager mode, with a warning, where
-          compilation fails.
-        * ``"make_fx"``: TorchInductor through private PyTorch APIs (no disk cache;
-          faster to compile than AOTInductor, about as fast per step).
+        * ``"auto"`` (default): the first step runs the model eagerly; the
+          transition is then captured once as a pure graph of ATen operators
+          (:func:`~pyro_gwg.compile.backends.capture`), which runs while AOTInductor
+          compiles it in a background process (fused C++ or GPU kernels, several
+          times faster per step); the chains switch to the compiled package at the
+          first step after it is ready, or at once when the on-disk cache holds it
+          from an earlier run. Sampling never waits for the compiler. A model whose
+          Python control flow depends on latent values runs eagerly, with a warning.
+        * ``True``: the captured graph only (no compiler); such a model is an error.
+        * ``"inductor"``: AOTInductor before the first step (the chains wait for it),
+          through the disk cache; where compilation fails, the captured graph runs,
+          with a warning.
+        * ``"make_fx"``: TorchInductor through private PyTorch APIs, before the first
+          step (no disk cache; faster to compile than AOTInductor, about as fast per
+          step).
         * ``False``: eager mode.
     :param int max_plate_nesting: bound on nested plates; guessed when ``None``.
     :param callable init_strategy: Pyro per-site initialisation strategy
@@ -152,11 +152,7 @@ class DiscreteKernel(HeldInitialParams, MCMCKernel):
         max_plate_nesting: Optional[int] = None,
         init_strategy=init_to_sample,
     ) -> None:
-        if not (isinstance(jit_compile, bool) or jit_compile in JIT_MODES[2:]):
-            raise ValueError(
-                "jit_compile must be one of False, True, 'auto', 'inductor' or 'make_fx', "
-                "got {!r}".format(jit_compile)
-            )
+        mode_of(jit_compile)  # (refuses any other value)
         self.model = model
         self.jit_compile = jit_compile
         self.max_plate_nesting = max_plate_nesting
@@ -215,10 +211,9 @@ class DiscreteKernel(HeldInitialParams, MCMCKernel):
         self,
         density,
         num_warmup: int = 0,
-        backend: Optional[str] = None,
+        jit_compile: Union[bool, str] = False,
         *,
-        horizon: Optional[int] = None,
-        on_compile: Optional[Callable[[str], None]] = None,
+        on_compile: Optional[Callable[[Optional[str]], None]] = None,
     ) -> ChainDriver:
         """A :class:`~pyro_gwg.driver.ChainDriver` of this kernel on ``density`` (any
         :class:`~pyro_gwg.density.Density`: the model bridge, a tempered density, a
@@ -226,8 +221,8 @@ class DiscreteKernel(HeldInitialParams, MCMCKernel):
 
         :param density: the density to sample.
         :param int num_warmup: warmup steps (adapted where the kernel adapts).
-        :param str backend: compiler of blocks of transitions (``None``: eager).
-        :param int horizon: the driver's :attr:`~pyro_gwg.driver.ChainDriver.horizon`.
+        :param jit_compile: how the transitions are compiled (a ``jit_compile``
+            value; default ``False``, eager: the kernel's own setting is for its model).
         :param callable on_compile: the driver's
             :attr:`~pyro_gwg.driver.ChainDriver.on_compile`.
         :rtype: ChainDriver
@@ -238,8 +233,7 @@ class DiscreteKernel(HeldInitialParams, MCMCKernel):
             density,
             adaptation=self.adaptation(density, num_warmup) if num_warmup > 0 else None,
             num_warmup=num_warmup,
-            backend=backend,
-            horizon=horizon,
+            jit_compile=jit_compile,
             on_compile=on_compile,
         )
 
@@ -294,8 +288,7 @@ class DiscreteKernel(HeldInitialParams, MCMCKernel):
         *,
         num_chains: int = 1,
         initial_params: Optional[Dict[str, torch.Tensor]] = None,
-        horizon: Optional[int] = None,
-        on_compile: Optional[Callable[[str], None]] = None,
+        on_compile: Optional[Callable[[Optional[str]], None]] = None,
         block: Tuple[int, int, int] = (0, 1, 0),
         report: Optional[RunReport] = None,
         given: Optional[Dict[str, torch.Tensor]] = None,
@@ -312,9 +305,7 @@ class DiscreteKernel(HeldInitialParams, MCMCKernel):
         :param dict initial_params: initial model values ``{site: [num_chains, ...]}``
             (for one chain also without the chain dimension); ``None``: from the
             kernel's ``init_strategy``.
-        :param int horizon: the step at which the caller will stop (for the cost model
-            of ``jit_compile="auto"``, see :attr:`~pyro_gwg.driver.ChainDriver.horizon`).
-        :param callable on_compile: told before a long compilation starts (see
+        :param callable on_compile: told when a compilation starts and ends (see
             :attr:`~pyro_gwg.driver.ChainDriver.on_compile`).
         :param tuple block: ``(block, number of blocks, first chain)`` where the run's
             chains go in blocks, each started on its own.
@@ -357,7 +348,7 @@ class DiscreteKernel(HeldInitialParams, MCMCKernel):
             report.eager = True
             energy.jit_compile = mode = False
         driver = self.driver_for(
-            energy, warmup_steps, _BACKENDS[mode], horizon=horizon, on_compile=on_compile
+            energy, warmup_steps, mode, on_compile=on_compile
         )
         driver.init(codes)
         return ChainRun(self, energy, driver, report, block)
@@ -394,8 +385,6 @@ class DiscreteKernel(HeldInitialParams, MCMCKernel):
             kwargs,
             num_chains=self.vectorized_chains,
             initial_params=self._initial_params,
-            # inside pyro.infer.MCMC: the draws it will ask for
-            horizon=_trace.pyro_run_length(),
             block=block,
             report=self._run_report if block[0] > 0 else None,
             given=given,

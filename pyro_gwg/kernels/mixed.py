@@ -166,8 +166,7 @@ class MixedGibbs(HeldInitialParams, MCMCKernel):
         *,
         num_chains: int = 1,
         initial_params: Optional[Dict[str, torch.Tensor]] = None,
-        horizon: Optional[int] = None,
-        on_compile: Optional[Callable[[str], None]] = None,
+        on_compile: Optional[Callable[[Optional[str]], None]] = None,
         block: Tuple[int, int, int] = (0, 1, 0),
         report: Optional[RunReport] = None,
     ) -> MixedRun:
@@ -187,8 +186,7 @@ class MixedGibbs(HeldInitialParams, MCMCKernel):
         :param dict initial_params: initial values ``{site: [num_chains, ...]}``
             (continuous sites unconstrained, as :meth:`setup` takes them; one chain's
             without the chain dimension), or ``None``.
-        :param int horizon: the step at which the caller will stop.
-        :param callable on_compile: told before a long compilation starts.
+        :param callable on_compile: told when a compilation starts and ends.
         :param tuple block: ``(block, number of blocks, first chain)``.
         :param report: the previous block's report, or ``None``.
         :rtype: MixedRun
@@ -206,7 +204,6 @@ class MixedGibbs(HeldInitialParams, MCMCKernel):
             model_kwargs,
             num_chains=num_chains,
             initial_params=_stacked([_as_floats(ch.discrete_values) for ch in chains], num_chains),
-            horizon=horizon,
             on_compile=on_compile,
             block=block,
             report=report,

@@ -80,7 +80,10 @@ class ChainRun:
 
     def finish(self) -> None:
         """End the block: add its moves to the report and, after the last block of the
-        run, warn once per cause (:class:`StuckChainWarning`)."""
+        run, warn once per cause (:class:`StuckChainWarning`); the driver's background
+        compiles go on to fill the disk cache (see
+        :meth:`~pyro_gwg.driver.ChainDriver.close`)."""
+        self.driver.close()
         self._note_moves()
         self.report.batching = self.energy.batching
         if self.block[0] == self.block[1] - 1:  # the last block of chains of the run
@@ -118,7 +121,7 @@ class RunReport:
     """What the blocks of chains of one run found, for the warnings at its end (one per
     cause): the ``Categorical`` sites checked, how the model evaluates several states
     (chosen once, with its :class:`~pyro_gwg.bridge.batching.BatchingWarning`), whether it
-    failed to compile (with its :class:`~pyro_gwg.compilation.CompilationWarning`), the
+    failed to compile (with its :class:`~pyro_gwg.compile.backends.CompilationWarning`), the
     chains that hardly moved and, over
     the chains, the coordinates that never changed, whether the chains hold them at
     different values, and how often an exact single-site Gibbs sampler would have

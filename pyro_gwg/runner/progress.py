@@ -22,17 +22,24 @@ class Progress:
         self.bar, self.num_chains = bar, num_chains
         self.refresh = max(1, total // 200)
         self.accepted, self.steps = torch.zeros(()), 0
+        self.description, self.note = "", None
 
     def start(self, description: str) -> None:
         """Start a phase (``"Warmup"``, ``"Sample"``): count the acceptance rate afresh."""
         self.description = description
-        self.bar.set_description(description)
+        self.bar.set_description(self._label())
         self.accepted, self.steps = torch.zeros(()), 0
 
-    def compiling(self, message: str) -> None:
-        """Say in the bar that the run is compiling (until the next update)."""
-        self.bar.set_description("{} ({})".format(self.description, message))
-        self.bar.refresh()
+    def _label(self) -> str:
+        if self.note is None:
+            return self.description
+        return "{} ({})".format(self.description, self.note)
+
+    def compiling(self, message: Optional[str]) -> None:
+        """Say in the bar that the run is compiling (``message``, shown until the
+        compiled transition takes over), or that it has finished (``None``)."""
+        self.note = message
+        self.bar.set_description(self._label())
 
     def update(self, steps: int, accepted: Optional[torch.Tensor]) -> None:
         """Count ``steps`` steps with ``accepted`` (bool, one entry per chain and step;
@@ -47,7 +54,7 @@ class Progress:
             and (done // self.refresh > self.bar.n // self.refresh or done == self.bar.total)
         ):
             rate = float(self.accepted) / (self.steps * self.num_chains)
-            self.bar.set_description(self.description, refresh=False)
+            self.bar.set_description(self._label(), refresh=False)
             self.bar.set_postfix({"acc. rate": "{:.3f}".format(rate)}, refresh=False)
         self.bar.update(steps)
 

@@ -1,0 +1,175 @@
+"""AOTInductor compilation in a background process, while the chains run.
+
+The default mode (``jit_compile="auto"``, see :mod:`pyro_gwg.compile.modes`) never
+waits for a compiler: the chains run the captured graph of the transition
+(:func:`~pyro_gwg.compile.backends.capture`) while a worker process compiles it
+(:func:`~pyro_gwg.compile.backends.save_aot_package`), and switch to the compiled
+package at the first step after it is ready, with the same chain semantics (the
+package draws the same random numbers as the graph; see
+:func:`~pyro_gwg.compile.backends.save_aot_package`). A process rather than a thread:
+the compiler's Python (tens of seconds of lowering and code generation) then neither
+holds the interpreter lock the chains need nor shares Pyro's global handler stack, it
+runs on another core, and it can be stopped.
+
+A compile that is still running when its run ends goes on (the package lands in the
+disk cache, so that the next run of the same transition loads it at once) until another
+compile starts (the new one has the core) or the interpreter exits.
+``PYRO_GWG_BACKGROUND_COMPILE=0`` turns background compilation off (the default mode
+then runs the captured graph, and loads a package the cache already has): for machines
+where no core is free for a compiler, such as a test suite that runs one process per
+core.
+
+Run as ``python -m pyro_gwg.compile.background JOB``, this module is the worker: it
+compiles the job file that :class:`BackgroundCompile` wrote.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from typing import Callable, List, Optional, Sequence
+
+import torch
+
+from pyro_gwg.compile import backends
+
+__all__ = ["BACKGROUND_ENV", "BackgroundCompile", "enabled"]
+
+#: environment variable that turns background compilation off when set to ``0``
+BACKGROUND_ENV = "PYRO_GWG_BACKGROUND_COMPILE"
+
+# the compiles started in this process, oldest first
+_RUNNING: List[BackgroundCompile] = []
+_LOCK = threading.Lock()
+
+
+def enabled() -> bool:
+    """Whether background compilation is on (:data:`BACKGROUND_ENV` is not ``0``) and
+    this PyTorch has AOTInductor packages.
+
+    :rtype: bool
+    """
+    return os.environ.get(BACKGROUND_ENV, "1") != "0" and backends.aot_available()
+
+
+class BackgroundCompile:
+    """An AOTInductor compilation of a captured graph in a worker process, and the
+    loading of its package by a waiting thread of this process.
+
+    :param torch.fx.GraphModule graph: the captured transition.
+    :param example_inputs: example arguments (their shapes, dtypes, strides and
+        devices are those of every call).
+    :param str key: the graph's :func:`~pyro_gwg.compile.backends.graph_key`.
+
+    :ivar float seconds: wall-clock seconds from the start to the package's load
+        (``None`` before).
+    :ivar error: what went wrong (a message), or ``None``.
+    """
+
+    def __init__(
+        self, graph: torch.fx.GraphModule, example_inputs: Sequence[torch.Tensor], key: str
+    ) -> None:
+        self.key = key
+        self.seconds: Optional[float] = None
+        self.error: Optional[str] = None
+        self._compiled: Optional[Callable] = None
+        self._detached = False
+        for old in _running(detached=True):  # the new compile has the core
+            old.stop()
+        self._start = time.perf_counter()
+        folder = backends.cache_dir()
+        folder.mkdir(parents=True, exist_ok=True)
+        handle, name = tempfile.mkstemp(dir=folder, prefix="job-", suffix=".pt")
+        os.close(handle)
+        self._job = pathlib.Path(name)
+        example = [t.detach().contiguous() for t in example_inputs]
+        torch.save({"graph": graph, "example": example, "key": key}, self._job)
+        self._log = self._job.with_suffix(".log")
+        with open(self._log, "wb") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "pyro_gwg.compile.background", str(self._job)],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        self._waiter = threading.Thread(
+            target=self._wait, name="pyro_gwg-compile-{}".format(key[:8]), daemon=True
+        )
+        self._waiter.start()
+        with _LOCK:
+            _RUNNING.append(self)
+
+    def _wait(self) -> None:
+        code = self.process.wait()
+        try:
+            if code != 0:
+                lines = self._log.read_text(errors="replace").strip().splitlines()
+                self.error = lines[-1] if lines else "exit status {}".format(code)
+            else:
+                self._compiled = backends.load_package(backends.package_path(self.key))
+                self.seconds = time.perf_counter() - self._start
+        except Exception as error:  # a package that does not load: the graph runs on
+            self.error = "{}: {}".format(type(error).__name__, backends._first_line(error))
+        finally:
+            for path in (self._job, self._log):
+                path.unlink(missing_ok=True)
+            with _LOCK:
+                if self in _RUNNING:
+                    _RUNNING.remove(self)
+
+    @property
+    def done(self) -> bool:
+        """Whether the compile has ended (the package loaded, or an error)."""
+        return not self._waiter.is_alive()
+
+    def result(self) -> Optional[Callable]:
+        """The compiled function (flat tensors -> list of tensors) once it is loaded,
+        else ``None`` (still compiling, or failed: see :attr:`error`)."""
+        return self._compiled if self.done else None
+
+    def wait(self, timeout: Optional[float] = None) -> Optional[Callable]:
+        """Wait for the compile to end (at most ``timeout`` seconds); :meth:`result`."""
+        self._waiter.join(timeout)
+        return self.result()
+
+    def detach(self) -> None:
+        """The run that started the compile has ended: let it finish (its package goes
+        to the disk cache) unless another compile starts first."""
+        self._detached = True
+
+    def stop(self) -> None:
+        """Stop the worker (its job is forgotten; nothing is saved)."""
+        if self.process.poll() is None:
+            self.process.kill()
+        self._waiter.join()
+
+
+def _running(detached: bool = False) -> List[BackgroundCompile]:
+    with _LOCK:
+        return [c for c in _RUNNING if c._detached or not detached]
+
+
+@atexit.register
+def _stop_all() -> None:
+    for compile_ in _running():
+        compile_.stop()
+
+
+def _worker(job: str) -> None:
+    """Compile the job file ``job`` (see :class:`BackgroundCompile`) into the disk
+    cache, on one thread."""
+    import torch._inductor  # (unpickling a captured graph needs the modules it imports)
+
+    torch.set_num_threads(1)
+    spec = torch.load(job, weights_only=False)
+    backends.save_aot_package(spec["graph"], spec["example"], spec["key"])
+
+
+if __name__ == "__main__":
+    _worker(sys.argv[1])

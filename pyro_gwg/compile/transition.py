@@ -1,0 +1,242 @@
+"""The transition compiler: a kernel's step on a density, as the chain driver calls it.
+
+:func:`compile_transition` turns ``state -> (state, info, extras)`` (a function built on
+a kernel's ``step``, see :class:`~pyro_gwg.driver.ChainDriver`) into the form its
+``jit_compile`` mode runs (:data:`~pyro_gwg.compile.modes.JIT_COMPILE`). The function
+captured is flat: the state's tensors and the density's :meth:`arguments` (the values of
+the ``given`` and ``pyro.param`` sites, read at each call, never frozen) in, the new
+state's tensors, the step's statistics, the extras and a flag for NaN or ``+inf`` log
+densities out (a compiled function cannot raise; the flag is checked after each call
+and the error raised then, see :func:`~pyro_gwg.bridge.nan.invalid_evaluations`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Callable, NamedTuple, Optional, Sequence
+
+import torch
+
+from pyro_gwg.bridge.nan import invalid_evaluations
+from pyro_gwg.compile import backends
+from pyro_gwg.compile.background import BackgroundCompile, enabled
+from pyro_gwg.compile.modes import Mode
+
+__all__ = ["BackgroundTransition", "compile_transition"]
+
+logger = logging.getLogger(__name__)
+
+#: seconds an AOTInductor compile of a transition is announced to take (measured:
+#: 15-25 s for GWG on Ising, RBM and hidden Markov models on a 2-core machine)
+AOT_SECONDS = 20.0
+
+
+class _CallArguments(Sequence):
+    """The density's arguments of the current call of a flat function: what the
+    density built for the capture reads (set before each run of its body)."""
+
+    def __init__(self) -> None:
+        self.tensors: tuple = ()
+
+    def __getitem__(self, index):
+        return self.tensors[index]
+
+    def __len__(self) -> int:
+        return len(self.tensors)
+
+
+class _Flat(NamedTuple):
+    """A transition as a function of flat tensors, and its way back to the driver's
+    ``(state, info, extras)``."""
+
+    fn: Callable  # (*state, *arguments) -> (*state, *info, *extras, invalid, bad codes)
+    example: Callable[[NamedTuple], tuple]  # state -> the flat inputs, now
+    wrap: Callable[[Callable], Callable]  # compiled flat function -> driver function
+
+
+def _flat(body_of: Callable, build: Callable, static: dict, density, state: NamedTuple) -> _Flat:
+    num_chains, num_state = state.codes.shape[0], len(state)
+    state_type, types = type(state), []  # (info type, number of extras) of the capture
+    arguments = density.arguments
+    call = _CallArguments()
+    # built here, eagerly (a build may read its constants' values, which a capture
+    # cannot), on the density that reads the arguments of each call
+    body = body_of(build(density.traceable(num_chains, call), **static).step)
+
+    def fn(*tensors: torch.Tensor) -> tuple:
+        call.tensors = tensors[num_state:]
+        with density.recording() as evaluations:
+            new_state, info, extras = body(state_type(*tensors[:num_state]))
+        types.append((type(info), len(extras)))
+        checks = invalid_evaluations(evaluations, new_state.codes)
+        return (*new_state, *info, *extras, *checks)
+
+    def example(current: NamedTuple) -> tuple:
+        return tuple(current) + arguments()
+
+    def wrap(compiled: Callable) -> Callable:
+        info_type, num_extras = types[0]
+        end_info = num_state + len(info_type._fields)
+
+        def run(current: NamedTuple) -> tuple:
+            out = compiled(*current, *arguments())
+            if bool(out[-2]):
+                density.raise_invalid(out[-1])
+            info = info_type(*out[num_state:end_info])
+            extras = tuple(out[end_info : end_info + num_extras])
+            return state_type(*out[:num_state]), info, extras
+
+        return run
+
+    return _Flat(fn, example, wrap)
+
+
+def compile_transition(
+    body_of: Callable[[Callable], Callable],
+    eager_step: Callable,
+    build: Callable,
+    static: dict,
+    density,
+    state: NamedTuple,
+    mode: Mode,
+    on_compile: Optional[Callable[[Optional[str]], None]] = None,
+) -> Callable:
+    """``state -> (state, info, extras)``: ``body_of(step)`` in the form ``mode`` runs.
+
+    :param callable body_of: builds the driver's function from a kernel's ``step``.
+    :param callable eager_step: the step on the density itself (the eager form).
+    :param callable build: the kernel's ``build``; ``build(density, **static)``.
+    :param dict static: the build arguments in force.
+    :param density: the density sampled, or ``None``.
+    :param NamedTuple state: the chains' state now (the example of the capture).
+    :param Mode mode: the row of :data:`~pyro_gwg.compile.modes.JIT_COMPILE`.
+    :param callable on_compile: told a short message when a compilation starts (a
+        runner shows it in its progress bar) and ``None`` when the compiled form
+        takes over, or ``None``.
+    :returns: the function; with ``mode.background`` a :class:`BackgroundTransition`.
+    """
+    eager = body_of(eager_step)
+    usable = tuple(density.compilable) if density is not None else ()
+    if mode.backend is None or not usable:
+        return eager
+    flat = _flat(body_of, build, static, density, state)
+    if mode.background:
+        return BackgroundTransition(eager, flat, on_compile)
+    if mode.backend != "graph":
+        short = backends.announce(
+            "AOTInductor" if mode.backend == "aot" else "TorchInductor (make_fx)", AOT_SECONDS
+        )
+        if on_compile is not None:
+            on_compile(short)
+    compiled = backends.compile_function(flat.fn, flat.example(state), mode.backend)
+    if on_compile is not None and mode.backend != "graph":
+        on_compile(None)
+    return eager if compiled is None else flat.wrap(compiled)
+
+
+class BackgroundTransition:
+    """The transition of the default mode: the model eagerly for the first call (the
+    first draw comes at once), then the captured graph, while AOTInductor compiles it
+    in a background process (:class:`~pyro_gwg.compile.background.BackgroundCompile`);
+    the compiled package from the first call after it is loaded on. A package already
+    in the disk cache is loaded at the capture. Every form draws the same random
+    numbers for the same state, so the chains do not depend on when the switch comes.
+
+    :ivar float blocking_seconds: seconds the calls spent capturing and loading
+        (the chains waited for them).
+    :ivar compile: the background compile while it runs, or ``None``.
+    :ivar str form: what runs now: ``"eager"``, ``"graph"`` or ``"aot"``.
+    """
+
+    def __init__(self, eager: Callable, flat: _Flat, on_compile) -> None:
+        self.current = eager
+        self.flat = flat
+        self.on_compile = on_compile
+        self.graph: Optional[Callable] = None
+        self.compile: Optional[BackgroundCompile] = None
+        self.compiled_by: Optional[BackgroundCompile] = None  # (once it has ended)
+        self.blocking_seconds = 0.0
+        self.form = "eager"
+        self.calls = 0
+
+    def __call__(self, state: NamedTuple) -> tuple:
+        if self.compile is not None and self.compile.done:
+            self._switch()
+        elif self.calls == 1:  # the second call: capture (a one-step run never does)
+            self._capture(state)
+        self.calls += 1
+        return self.current(state)
+
+    @property
+    def background_seconds(self) -> Optional[float]:
+        """Seconds from the start of the background compile to its package's load."""
+        return None if self.compiled_by is None else self.compiled_by.seconds
+
+    def _capture(self, state: NamedTuple) -> None:
+        begin = time.perf_counter()
+        example = self.flat.example(state)
+        try:
+            graph = backends.capture(self.flat.fn, example)
+        except Exception as error:  # cannot be captured: the model runs eagerly
+            backends.report_failure("graph", error, "running it eagerly")
+            return
+        finally:
+            self.blocking_seconds += time.perf_counter() - begin
+        self.graph = self.flat.wrap(graph)
+        self.current, self.form = self.graph, "graph"
+        if not backends.aot_available():
+            return
+        key = backends.graph_key(graph, example)
+        cached = backends.cached_package(key)
+        self.blocking_seconds += time.perf_counter() - begin
+        if cached is not None:
+            logger.info("loaded a compiled transition from %s", backends.cache_dir())
+            self._use(cached)
+        elif enabled():
+            self.compile = BackgroundCompile(graph, example, key)
+            if self.on_compile is not None:
+                self.on_compile("compiling in the background")
+
+    def _switch(self) -> None:
+        compile_, self.compile = self.compile, None
+        self.compiled_by = compile_
+        compiled = compile_.result()
+        if self.on_compile is not None:
+            self.on_compile(None)
+        if compiled is None:
+            backends.report_failure(
+                "aot", RuntimeError(compile_.error or "no package"), "running its captured graph"
+            )
+            return
+        self._use(compiled)
+
+    def _use(self, compiled: Callable) -> None:
+        """Run ``compiled`` from the next call on; its first call is checked, and a
+        package that does not run hands back to the graph."""
+        run = self.flat.wrap(compiled)
+        fallback = self.graph
+
+        def first(state: NamedTuple) -> tuple:
+            try:
+                out = run(state)
+            except Exception as error:  # a package that does not run here
+                backends.report_failure("aot", error, "running its captured graph")
+                self.current, self.form = fallback, "graph"
+                return fallback(state)
+            self.current = run
+            return out
+
+        self.current, self.form = first, "aot"
+
+    def detach(self) -> None:
+        """The run has ended: a background compile still running goes on to fill the
+        disk cache (see :meth:`~pyro_gwg.compile.background.BackgroundCompile.detach`)."""
+        if self.compile is not None and not self.compile.done:
+            self.compile.detach()
+
+    def stop(self) -> None:
+        """The transition will not run again (warmup has ended): stop its compile."""
+        if self.compile is not None and not self.compile.done:
+            self.compile.stop()
+            self.compile = None
