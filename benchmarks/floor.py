@@ -1,0 +1,621 @@
+r"""The default path's cost per step against the floor: a hand-written, fused GWG step.
+
+What is measured
+----------------
+For each setting (target, chain count), in ONE worker process (``--threads`` torch
+threads, default 1), with an on-disk compile cache of its own
+(``PYRO_GWG_CACHE_DIR``, a fresh empty folder):
+
+* ``default``: the path users run, the model written as a user writes it for Pyro
+  (:func:`peers.user_model`) and run by ``pyro_gwg.MCMC(GWG(model, num_flips="auto"),
+  num_samples, warmup_steps=``:data:`peers.GWG_WARMUP` ``, num_chains=C,
+  disable_progbar=True)`` with every other argument at its default. Microseconds per
+  step are ``mcmc.timing["sampling"] / num_samples`` (one step moves all ``C`` chains).
+  It runs twice: ``uncached`` (the first run of the process, with the cache empty) and
+  ``cached`` (after the first run's compilation, which the library does in the
+  background, has landed in the cache: the worker waits for the library's compile
+  processes to end, up to ``--compile-timeout`` seconds). Each run asks for as many
+  draws as fill ``--budget`` seconds at the rate a pilot run measured just before it:
+  the pilot of the uncached run uses a throw-away cache and no background compilation
+  (so that the measured run starts from an empty cache: its rate is that of the
+  uncompiled path, and the run may end sooner once the compiled step takes over), the
+  pilot of the cached run uses the filled cache.
+* ``fused``: the floor, the same transition written by hand in plain PyTorch and
+  compiled whole with ``torch.compile(step, fullgraph=True, dynamic=False)``: the log
+  density and its gradient written out (no autograd, no Pyro), the GWG proposal of
+  ``GWG(num_flips=N)`` at its defaults (:func:`pyro_gwg.proposals.gwg.gwg_step`:
+  ``N`` coordinates drawn *with* replacement from the coordinate marginal
+  :math:`q(i \mid x) = (1 - w)\,\mathrm{Softmax}(\tilde d(x) / 2)_i + w / D`, with the
+  defensive weight ``w = 0.05``; the distinct drawn bits flip; the MH ratio
+  :math:`e^{f(x') - f(x)} \prod_n q(i_n \mid x') / q(i_n \mid x)`) with ``N`` the
+  number of flips the default path's warmup settled on, batched over the ``C`` chains.
+  It keeps no draws (the bare transition). Its compile seconds are those of the first
+  call; then it runs for the same ``--budget`` seconds after a few untimed calls.
+* ``ratio``: default microseconds per step over fused, uncached and cached.
+
+The gains :math:`\tilde d_i = g_i (1 - 2 x_i)` (:math:`g = \nabla_x f`) of the fused
+step, with :math:`s = 2x - 1`:
+
+* Ising, :math:`f = \theta \sum_{\langle ij \rangle} s_i s_j`: with :math:`n_i` the sum
+  of the four neighbours' spins, :math:`\partial f / \partial s_i = \theta n_i`, so
+  :math:`g_i = 2 \theta n_i`, :math:`\tilde d_i = -2 \theta s_i n_i` (the exact change
+  of ``f`` when bit ``i`` flips: ``f`` is linear in each spin), and
+  :math:`f = \tfrac{\theta}{2} \sum_i s_i n_i`;
+* RBM (hidden units summed out), :math:`f = b^\top v + \sum_j
+  \mathrm{softplus}(W v + c)_j`: :math:`g = b + W^\top \sigma(W v + c)`.
+
+Constants of the log density (the priors' normalisers) are left out: MH ratios do not
+see them.
+
+Time to the first draw: the wall time of ``mcmc.run()`` with ``num_samples=1,
+warmup_steps=0`` from a fresh ``pyro_gwg.MCMC``, each in a fresh process:
+``uncached`` with an empty cache folder (that process then waits for the compilation
+it started to land in the cache), ``cached`` in the next process, with that folder.
+
+The targets of issue 29: the default path per step (cached) within 1.5x of the fused
+floor at L = 10 with 16 chains and on the RBM (``met``), and the first draw in under 2 s
+cached or not. Settings run one after the other; the machine is a loaded 2-core machine
+(the library's background compiler takes the second core while it runs), so compare
+numbers within one setting.
+
+Run from the repository root::
+
+    python benchmarks/floor.py            # L = 10 and 40 at theta 0.4, 16 and 256 chains, RBM
+    python benchmarks/floor.py --quick    # L = 10, 16 chains, short budget
+
+Results go to ``benchmarks/results/floor.json`` (``--output``);
+``benchmarks/report.py`` puts them into ``benchmarks/RESULTS.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable, Dict, Iterator, List, Optional, Tuple
+
+from peers import (
+    GWG_WARMUP,
+    MAX_STORED_BYTES,
+    header,
+    num_coords,
+    rbm_arrays,
+    target_name,
+    thread_env,
+    user_model,
+)
+
+HERE = Path(__file__).resolve().parent
+#: draws of each pilot run (after its warmup), which measures the rate of the run after it
+PILOT = 200
+#: untimed calls of the fused step after its compilation
+FUSED_WARM_CALLS = 20
+#: the largest ratio of default to fused microseconds per step that meets the target
+RATIO_TARGET = 1.5
+#: the longest time to the first draw that meets the target, seconds
+FIRST_DRAW_TARGET_S = 2.0
+#: ``GWG``'s defaults that the fused step reproduces
+TEMPERATURE = 2.0
+UNIFORM_WEIGHT = 0.05
+#: keeps a uniform draw strictly below the total mass (as the library's inverse CDF)
+CDF_MARGIN = 1e-12
+NOTE = (
+    "Measured on a loaded 2-core machine (shared with other work; the library's background "
+    "compiler takes the second core while it runs): compare numbers within one setting."
+)
+
+
+# ----------------------------------------------------------------------------- targets
+def targets(quick: bool, thetas=(0.4,)) -> List[Dict[str, object]]:
+    if quick:
+        return [{"kind": "ising", "size": 10, "theta": 0.4}]
+    ising = [
+        {"kind": "ising", "size": size, "theta": theta} for size in (10, 40) for theta in thetas
+    ]
+    return ising + [{"kind": "rbm"}]
+
+
+def target_met(target: Dict[str, object], chains: int) -> bool:
+    """Whether issue 29 sets the 1.5x target for this setting: L = 10 with 16 chains,
+    and the RBM."""
+    return target["kind"] == "rbm" or (target["size"] == 10 and chains == 16)
+
+
+# ----------------------------------------------------------------------------- fused step
+def ising_terms(x, size: int, theta: float):
+    """``(f [C], gains [C, D])`` of the periodic ``size x size`` Ising model at bits
+    ``x [C, D]`` (row-major), by hand (see the module docstring)."""
+    import torch
+
+    s = (2 * x - 1).reshape(-1, size, size)
+    neighbours = (
+        torch.roll(s, 1, -1) + torch.roll(s, -1, -1) + torch.roll(s, 1, -2) + torch.roll(s, -1, -2)
+    )
+    field = (s * neighbours).flatten(1)
+    return 0.5 * theta * field.sum(-1), -2 * theta * field
+
+
+def rbm_terms(v, weights, visible_bias, hidden_bias):
+    """``(f [C], gains [C, D])`` of the RBM (hidden units summed out) at bits
+    ``v [C, D]``, by hand (see the module docstring)."""
+    import torch
+
+    hidden = v @ weights.T + hidden_bias
+    f = v @ visible_bias + torch.nn.functional.softplus(hidden).sum(-1)
+    grad = visible_bias + torch.sigmoid(hidden) @ weights
+    return f, grad * (1 - 2 * v)
+
+
+def proposal_log_probs(gains):
+    """``log q(i | x) [C, D]``: :math:`(1 - w)\\,\\mathrm{Softmax}(\\tilde d / 2) + w / D`."""
+    import torch
+
+    mixed = (1 - UNIFORM_WEIGHT) * torch.softmax(gains / TEMPERATURE, -1)
+    return (mixed + UNIFORM_WEIGHT / gains.shape[-1]).log()
+
+
+def draw_coordinates(log_q, num_flips: int):
+    """long ``[C, N]``: ``N`` coordinates per chain drawn with replacement from
+    ``exp(log_q)``, by inverting the cumulative distribution (in float64)."""
+    import torch
+
+    cdf = log_q.exp().double().cumsum(-1)
+    total = cdf[:, -1:]
+    uniform = torch.rand(cdf.shape[0], num_flips, dtype=cdf.dtype)
+    return torch.searchsorted(cdf, torch.minimum(uniform * total, total * (1 - CDF_MARGIN)))
+
+
+def propose(x, draws):
+    """The proposed bits: every distinct drawn coordinate flipped."""
+    import torch
+
+    flip = torch.zeros_like(x).scatter(1, draws, 1.0)
+    return x + flip * (1 - 2 * x)
+
+
+def log_ratio(f, log_q, f_new, log_q_new, draws):
+    """The MH log ratio of the move ``draws`` (an auxiliary sequence, Eq. 27 of
+    Grathwohl et al. 2021): :math:`f(x') - f(x) + \\sum_n \\log q(i_n|x') - \\log
+    q(i_n|x)`."""
+    return f_new - f + (log_q_new.gather(1, draws) - log_q.gather(1, draws)).sum(-1)
+
+
+def make_step(terms: Callable, num_flips: int) -> Callable:
+    """The fused GWG step ``(x, f, log_q) -> (x, f, log_q, accepted)`` on the log
+    density and gains ``terms(x) -> (f, gains)``."""
+    import torch
+
+    def step(x, f, log_q):
+        draws = draw_coordinates(log_q, num_flips)
+        proposed = propose(x, draws)
+        f_new, gains_new = terms(proposed)
+        log_q_new = proposal_log_probs(gains_new)
+        accepted = torch.rand_like(f).log() < log_ratio(f, log_q, f_new, log_q_new, draws)
+        keep = accepted.unsqueeze(-1)
+        return (
+            torch.where(keep, proposed, x),
+            torch.where(accepted, f_new, f),
+            torch.where(keep, log_q_new, log_q),
+            accepted,
+        )
+
+    return step
+
+
+def fused_terms(target: Dict[str, object], rbm_path: Path) -> Callable:
+    """``terms(x) -> (f, gains)`` of ``target``."""
+    import torch
+
+    if target["kind"] == "ising":
+        size, theta = int(target["size"]), float(target["theta"])
+        return lambda x: ising_terms(x, size, theta)
+    arrays = rbm_arrays(rbm_path)
+    weights, visible_bias, hidden_bias = (
+        torch.from_numpy(arrays[k]).float() for k in ("weights", "visible_bias", "hidden_bias")
+    )
+    return lambda v: rbm_terms(v, weights, visible_bias, hidden_bias)
+
+
+def fused_init(terms: Callable, x) -> Tuple[object, object, object]:
+    """The fused step's state ``(x, f, log_q)`` at bits ``x``."""
+    f, gains = terms(x)
+    return x, f, proposal_log_probs(gains)
+
+
+#: the fused step's compile settings: ``torch.compile``'s defaults (Inductor's Python
+#: wrapper around its kernels), and Inductor's C++ wrapper (the form AOTInductor runs)
+FUSED_VARIANTS = {"fused": {}, "fused_cpp_wrapper": {"cpp_wrapper": True}}
+
+
+def run_fused(
+    spec: Dict[str, object], num_flips: int, options: Dict[str, object]
+) -> Dict[str, object]:
+    """Compile the fused step with Inductor ``options``, call it
+    :data:`FUSED_WARM_CALLS` times, then time it for ``budget_s`` seconds."""
+    import torch
+
+    torch._dynamo.reset()
+    torch.manual_seed(spec["seed"])
+    terms = fused_terms(spec["target"], Path(spec["rbm_path"]))
+    coords = num_coords(spec["target"])
+    state = fused_init(terms, torch.randint(0, 2, (spec["chains"], coords)).float())
+    step = torch.compile(
+        make_step(terms, num_flips), fullgraph=True, dynamic=False, options=options
+    )
+    start = time.perf_counter()
+    *state, accepted = step(*state)
+    compile_s = time.perf_counter() - start
+    for _ in range(FUSED_WARM_CALLS):
+        *state, accepted = step(*state)
+    steps, blocks, accepts = 0, 0, 0.0
+    start = time.perf_counter()
+    while True:
+        for _ in range(50):
+            *state, accepted = step(*state)
+        steps += 50
+        blocks += 1
+        accepts += float(accepted.float().mean())
+        seconds = time.perf_counter() - start
+        if seconds >= spec["budget_s"]:
+            break
+    return {
+        "us_per_step": 1e6 * seconds / steps,
+        "steps": steps,
+        "seconds": seconds,
+        "compile_s": compile_s,
+        "num_flips": num_flips,
+        "options": options,
+        # the acceptance of the last step of each block of 50, averaged
+        "accept_rate": accepts / blocks,
+    }
+
+
+# ----------------------------------------------------------------------------- default path
+@contextlib.contextmanager
+def environment(**values: str) -> Iterator[None]:
+    """Environment variables set for the duration of the block."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def compile_processes() -> List[int]:
+    """The ids of this process's child processes that run pyro-gwg (its background
+    compiler)."""
+    children = []
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            children += (task / "children").read_text().split()
+        except OSError:
+            continue
+    found = []
+    for pid in children:
+        try:
+            command = Path("/proc", pid, "cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"pyro_gwg" in command:
+            found.append(int(pid))
+    return found
+
+
+def wait_for_compiles(timeout: float) -> Dict[str, object]:
+    """Wait until no background compile process of the library runs (at most
+    ``timeout`` seconds); return the wait and the files of the cache."""
+    start = time.perf_counter()
+    while compile_processes() and time.perf_counter() - start < timeout:
+        time.sleep(0.2)
+    return {
+        "waited_s": time.perf_counter() - start,
+        "still_compiling": bool(compile_processes()),
+        "cache_files": cache_files(),
+    }
+
+
+def cache_files() -> List[str]:
+    root = Path(os.environ["PYRO_GWG_CACHE_DIR"])
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+
+
+def default_mcmc(model, chains: int, num_samples: int, warmup: int, thinning: int = 1):
+    from pyro_gwg import GWG, MCMC
+
+    return MCMC(
+        GWG(model, num_flips="auto"),
+        num_samples=num_samples,
+        warmup_steps=warmup,
+        num_chains=chains,
+        thinning=thinning,
+        disable_progbar=True,
+    )
+
+
+def run_default(model, spec: Dict[str, object], num_samples: int) -> Dict[str, object]:
+    """One run of the default path from the worker's seed: its timing, the number of
+    flips its warmup settled on and its acceptance rate."""
+    import pyro
+
+    pyro.set_rng_seed(spec["seed"])
+    coords = num_coords(spec["target"])
+    # keep at most MAX_STORED_BYTES of draws, as peers.py does
+    thin = max(1, math.ceil(num_samples * spec["chains"] * coords / MAX_STORED_BYTES))
+    num_samples = max(num_samples - num_samples % thin, thin)
+    mcmc = default_mcmc(model, spec["chains"], num_samples, spec["warmup"], thin)
+    start = time.perf_counter()
+    mcmc.run()
+    wall = time.perf_counter() - start
+    timing = {k: float(v) for k, v in mcmc.timing.items()}
+    return {
+        "us_per_step": 1e6 * timing["sampling"] / num_samples,
+        "num_samples": num_samples,
+        "thinning": thin,
+        "run_s": wall,
+        "compile_s": timing.get("compile"),
+        "timing": timing,
+        "num_flips": mcmc.kernel.adapted_num_flips,
+        "accept_rate": float(mcmc.get_statistics()["accepted"].float().mean()),
+    }
+
+
+def measured_run(model, spec: Dict[str, object], pilot_env: Dict[str, str]) -> Dict[str, object]:
+    """A pilot run (under ``pilot_env``) for the rate, then a run that fills the budget."""
+    with environment(**pilot_env):
+        pilot = run_default(model, spec, spec["pilot"])
+    steps = max(int(1e6 * spec["budget_s"] / pilot["us_per_step"]), spec["pilot"])
+    out = run_default(model, spec, steps)
+    out["pilot_us_per_step"] = pilot["us_per_step"]
+    return out
+
+
+def run_main(spec: Dict[str, object]) -> Dict[str, object]:
+    """The default path uncached and cached, then the fused step, in this process."""
+    import torch
+
+    torch.set_num_threads(spec["threads"])
+    model, _ = user_model(spec["target"], Path(spec["rbm_path"]))
+    out: Dict[str, object] = {}
+    throwaway = tempfile.mkdtemp(prefix="floor_pilot_")
+    try:
+        try:
+            # the pilot leaves the cache empty and starts no compilation
+            quiet = {"PYRO_GWG_CACHE_DIR": throwaway, "PYRO_GWG_BACKGROUND_COMPILE": "0"}
+            out["uncached"] = measured_run(model, spec, quiet)
+            out["cache_after_uncached"] = wait_for_compiles(spec["compile_timeout"])
+            out["cached"] = measured_run(model, spec, {})
+            num_flips = out["cached"]["num_flips"]
+        except Exception as error:  # the library's own failure is a result to report
+            out["default_error"] = "{}: {}".format(type(error).__name__, error)[:2000]
+            num_flips = None
+    finally:
+        shutil.rmtree(throwaway, ignore_errors=True)
+    if num_flips is None:  # no warmup settled it: the kernel's starting value
+        num_flips = max(1, round(math.sqrt(num_coords(spec["target"])) / 2.5))
+        out["fused_num_flips_note"] = "default path failed: GWG's starting num_flips"
+    for name, options in FUSED_VARIANTS.items():
+        out[name] = run_fused(spec, num_flips, options)
+    return out
+
+
+def run_first_draw(spec: Dict[str, object]) -> Dict[str, object]:
+    """The wall time of ``mcmc.run()`` for one draw without warmup, from a fresh
+    ``pyro_gwg.MCMC`` in this fresh process; then, with ``fill_cache``, wait for the
+    compilation it started to land in the cache."""
+    import torch
+
+    torch.set_num_threads(spec["threads"])
+    import pyro
+
+    model, _ = user_model(spec["target"], Path(spec["rbm_path"]))
+    pyro.set_rng_seed(spec["seed"])
+    mcmc = default_mcmc(model, spec["chains"], 1, 0)
+    start = time.perf_counter()
+    mcmc.run()
+    out = {
+        "run_s": time.perf_counter() - start,
+        "timing": {k: float(v) for k, v in mcmc.timing.items()},
+        "cache_files_before": len(spec["cache_files_before"]),
+    }
+    if spec["fill_cache"]:
+        out["cache"] = wait_for_compiles(spec["compile_timeout"])
+    return out
+
+
+WORKERS = {"main": run_main, "first_draw": run_first_draw}
+
+
+def worker_main(spec_json: str) -> None:
+    spec = json.loads(spec_json)
+    out = WORKERS[spec["mode"]](spec)
+    print("RESULT " + json.dumps(out), flush=True)
+
+
+# ----------------------------------------------------------------------------- driver
+def run_worker(spec: Dict[str, object], cache: Path, timeout: float) -> Dict[str, object]:
+    """``spec`` in a fresh process with ``spec["threads"]`` threads and the compile
+    cache ``cache``; its result, with the process's wall time."""
+    env = thread_env(spec["threads"])
+    env["PYRO_GWG_CACHE_DIR"] = str(cache)
+    env["PYTHONPATH"] = os.pathsep.join([str(HERE.parent), env.get("PYTHONPATH", "")])
+    command = [sys.executable, str(Path(__file__).resolve()), "--worker", json.dumps(spec)]
+    start = time.perf_counter()
+    proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(
+            "{} worker failed on {} with {} chains:\n{}".format(
+                spec["mode"], target_name(spec["target"]), spec["chains"], proc.stderr[-3000:]
+            )
+        )
+    out = json.loads(lines[-1][len("RESULT ") :])
+    out["process_s"] = time.perf_counter() - start
+    return out
+
+
+def first_draw(spec: Dict[str, object], timeout: float) -> Dict[str, object]:
+    """Time to the first draw, uncached (a fresh cache, filled before the process
+    ends) then cached (the next fresh process, with that cache)."""
+    cache = Path(tempfile.mkdtemp(prefix="floor_cache_"))
+    try:
+        out = {}
+        for name, fill in (("uncached", True), ("cached", False)):
+            files = sorted(str(p) for p in cache.rglob("*") if p.is_file())
+            worker = dict(spec, mode="first_draw", fill_cache=fill, cache_files_before=files)
+            out[name] = run_worker(worker, cache, timeout)
+        return out
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+
+
+def summarise(target: Dict[str, object], chains: int, out: Dict[str, object]) -> Dict[str, object]:
+    """The table row of one setting: microseconds per step, their ratios (default over
+    fused: uncached, cached, and cached over the C++-wrapper floor), the target of
+    issue 29 (``met``: cached ratio at most :data:`RATIO_TARGET`) and the time to the
+    first draw."""
+    fused = out["fused"]["us_per_step"]
+    cpp = out["fused_cpp_wrapper"]["us_per_step"]
+    row: Dict[str, object] = {
+        "target": target_name(target),
+        "chains": chains,
+        "num_flips": out["fused"]["num_flips"],
+    }
+    for name in ("uncached", "cached"):
+        run = out.get(name)
+        row["default_{}_us".format(name)] = run["us_per_step"] if run else None
+    row["fused_us"] = fused
+    row["fused_cpp_wrapper_us"] = cpp
+    for name in ("uncached", "cached"):
+        run = out.get(name)
+        row["ratio_{}".format(name)] = run["us_per_step"] / fused if run else None
+    cached = out.get("cached")
+    row["ratio_cached_cpp_wrapper"] = cached["us_per_step"] / cpp if cached else None
+    row["required"] = "<= {:g}x".format(RATIO_TARGET) if target_met(target, chains) else "-"
+    ratio = row["ratio_cached"]
+    row["met"] = ratio <= RATIO_TARGET if target_met(target, chains) and ratio else None
+    row["default_compile_s"] = out["uncached"]["compile_s"] if "uncached" in out else None
+    row["fused_compile_s"] = out["fused"]["compile_s"]
+    draws = out.get("first_draw", {})
+    for name in ("uncached", "cached"):
+        row["first_draw_{}_s".format(name)] = draws[name]["run_s"] if name in draws else None
+    row["first_draw_met"] = (
+        all(d["run_s"] < FIRST_DRAW_TARGET_S for d in draws.values()) if draws else None
+    )
+    if "default_error" in out:
+        row["default_error"] = out["default_error"]
+    return row
+
+
+def run(args: argparse.Namespace) -> Dict[str, object]:
+    results: Dict[str, object] = {
+        **header("floor", threads_per_process=args.threads),
+        "note": NOTE,
+        "settings": {
+            "budget_s": args.budget,
+            "chains": args.chains,
+            "rbm_chains": args.rbm_chains,
+            "thetas": args.thetas,
+            "warmup_steps": args.warmup,
+            "pilot_draws": PILOT,
+            "seed": args.seed,
+            "first_draw": not args.no_first_draw,
+            "fused": {"temperature": TEMPERATURE, "uniform_weight": UNIFORM_WEIGHT},
+        },
+        "runs": [],
+        "rows": [],
+    }
+    workdir = Path(tempfile.mkdtemp(prefix="floor_"))
+    rbm_path = workdir / "rbm.npz"
+    try:
+        for target in targets(args.quick, args.thetas):
+            if target["kind"] == "rbm":
+                rbm_arrays(rbm_path)
+            for chains in args.rbm_chains if target["kind"] == "rbm" else args.chains:
+                spec = {
+                    "target": target,
+                    "chains": chains,
+                    "budget_s": args.budget,
+                    "threads": args.threads,
+                    "seed": args.seed,
+                    "warmup": args.warmup,
+                    "pilot": PILOT,
+                    "compile_timeout": args.compile_timeout,
+                    "rbm_path": str(rbm_path),
+                }
+                out: Dict[str, object] = {"target": target, "chains": chains}
+                if not args.no_first_draw:
+                    out["first_draw"] = first_draw(spec, args.timeout)
+                cache = Path(tempfile.mkdtemp(prefix="floor_cache_"))
+                try:
+                    out.update(run_worker(dict(spec, mode="main"), cache, args.timeout))
+                finally:
+                    shutil.rmtree(cache, ignore_errors=True)
+                row = summarise(target, chains, out)
+                results["runs"].append(out)
+                results["rows"].append(row)
+                print(json.dumps(row), flush=True)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return results
+
+
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="L = 10, 16 chains, short")
+    parser.add_argument("--chains", type=int, nargs="+", default=None, help="lattice chains")
+    parser.add_argument("--rbm-chains", type=int, nargs="+", default=[16])
+    parser.add_argument("--thetas", type=float, nargs="+", default=[0.4])
+    parser.add_argument("--budget", type=float, default=None, help="timed seconds per run")
+    parser.add_argument("--warmup", type=int, default=None, help="warmup steps per run")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads per process")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--compile-timeout",
+        type=float,
+        default=240.0,
+        help="seconds to wait for the library's background compilation to land in the cache",
+    )
+    parser.add_argument("--no-first-draw", action="store_true", help="skip the first-draw runs")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds per process")
+    parser.add_argument("--output", type=Path, default=None)
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.chains is None:
+        args.chains = [16] if args.quick else [16, 256]
+    if args.budget is None:
+        args.budget = 1.0 if args.quick else 10.0
+    if args.warmup is None:
+        args.warmup = 50 if args.quick else GWG_WARMUP
+    if args.output is None:
+        name = "floor_quick.json" if args.quick else "floor.json"
+        args.output = HERE / "results" / name
+    return args
+
+
+def main(argv: Optional[List[str]] = None) -> Optional[Dict[str, object]]:
+    args = parse_args(argv)
+    if args.worker:
+        worker_main(args.worker)
+        return None
+    results = run(args)
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(results, indent=2) + "\n")
+    print("wrote {}".format(args.output))
+    return results
+
+
+if __name__ == "__main__":
+    main()
