@@ -52,6 +52,7 @@ ORDER = (
     "uha_logistic",
     "score_diffusion",
     "peers",
+    "floor",
     "profile_default_path",
     "memory",
     "ray_scaling",
@@ -450,6 +451,38 @@ def render_peers(d: dict) -> list[str]:
     return [table(d["targets"]), table(d["runs"])]
 
 
+def render_floor(d: dict) -> list[str]:
+    """``benchmarks/floor.py``: the default path's microseconds per step (uncached,
+    cached) against the fused floor, and the time to the first draw."""
+    rows = [
+        {
+            "target": row["target"],
+            "chains": row["chains"],
+            "N": row["num_flips"],
+            "default uncached us/step": row["default_uncached_us"],
+            "default cached us/step": row["default_cached_us"],
+            "fused us/step": row["fused_us"],
+            "fused (cpp_wrapper) us/step": row["fused_cpp_wrapper_us"],
+            "ratio uncached": row["ratio_uncached"],
+            "ratio cached": row["ratio_cached"],
+            "ratio cached vs cpp_wrapper": row["ratio_cached_cpp_wrapper"],
+            "required (cached)": row["required"],
+            "met": row["met"],
+            "first draw uncached s": row["first_draw_uncached_s"],
+            "first draw cached s": row["first_draw_cached_s"],
+            "first draw < 2 s": row["first_draw_met"],
+        }
+        for row in d["rows"]
+    ]
+    errors = [
+        f"{r['target']}, {r['chains']} chains: {r['default_error']}"
+        for r in d["rows"]
+        if r.get("default_error")
+    ]
+    notes = [d["note"]] + ["Default path failed: " + e for e in errors]
+    return notes + [table(rows)]
+
+
 def render_profile(d: dict) -> list[str]:
     rows = [
         {
@@ -711,6 +744,7 @@ RENDERERS: dict[str, Callable[[dict], list[str]]] = {
     "uha_logistic": render_uha_logistic,
     "score_diffusion": render_score_diffusion,
     "peers": render_peers,
+    "floor": render_floor,
     "profile_default_path": render_profile,
     "memory": render_memory,
     "ebm_learning": render_ebm_learning,
