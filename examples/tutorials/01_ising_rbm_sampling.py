@@ -102,11 +102,12 @@ joint (``lp``).
 #
 # Every kernel below gets ``jit_compile=True``: its whole transition (the model's
 # forward and backward pass, the proposal and the Metropolis-Hastings test) is
-# compiled with :func:`torch.jit.trace`, in a second or two. The default, ``"auto"``,
-# starts the same way but moves a run to AOTInductor (faster steps, tens of seconds to
-# compile) when a cost model predicts that this pays, and loads a compiled transition
-# at once where an earlier run left one in its disk cache, so a comparison of kernels
-# would depend on what that cache holds. For your own runs, keep the default. The
+# captured once as a graph of ATen operators, which runs without a compiler. The
+# default, ``"auto"``, runs the same graph while AOTInductor compiles it in a
+# background process (faster steps, tens of seconds to compile), switches to the
+# compiled transition when it is ready, and loads it at once where an earlier run left
+# it in its disk cache, so a comparison of kernels would depend on when each switch
+# came and on what that cache holds. For your own runs, keep the default. The
 # kernels also time one PyTorch thread against PyTorch's default number on their first
 # calls and keep the faster; on a small model one thread is usually best, and setting
 # it here skips that timing, so that the timings below are about the samplers.
@@ -219,11 +220,12 @@ print(first_look.sample_stats)
 # ``run`` starts a kernel on a model and keeps the run's ``InferenceData`` and its
 # timing: ``mcmc.timing`` splits the run into ``setup`` (tracing the model,
 # drawing initial states), ``warmup`` and ``sampling``. :class:`pyro_gwg.MCMC` runs
-# blocks of 8 transitions per call of the compiled function, compiled at its first
-# call; a kernel that adapts runs its warmup one transition at a time and compiles the
-# block when sampling starts. So the ``warmup`` time of GWG and Gibbs includes their
-# compilation, and the ``sampling`` time of GWG with ``num_flips="auto"`` and of PAVG
-# includes theirs, a one-off cost that longer runs amortise. ``measure`` turns a run
+# blocks of 64 transitions, each one call of the one-step compiled function, which is
+# captured at its first call (a kernel that adapts runs its warmup one transition at a
+# time). So the ``warmup`` time of every kernel includes its capture, and the
+# ``sampling`` time of GWG with ``num_flips="auto"`` includes one more (its transition
+# for the number of flips frozen at the end of warmup), a one-off cost that longer
+# runs amortise. ``measure`` turns a run
 # into the numbers we compare:
 #
 # * the acceptance rate (mean of ``accepted``) and the mean number of coordinates a
@@ -589,13 +591,12 @@ torch.set_num_threads(default_threads)  # as it was before this tutorial
 #   coupled binary fields.
 # * **GWG with** ``num_flips="auto"`` moves several coordinates per step for about the
 #   cost of one, at an acceptance rate near 0.574. It needs warmup steps to adapt, and
-#   its compilation counts in its sampling time here.
+#   the capture of its sampling transition counts in its sampling time here.
 #   More coordinates per step show up at once in the Hamming statistic; whether they
 #   also speed up the slow summaries depends on the target, as the ratios above show.
 # * **PAVG** (like NCG and AVG) proposes every coordinate at once. Its steps cost more
-#   than GWG's (the auxiliary draw multiplies by a :math:`D \times D` matrix; here the
-#   sampling time also includes its compilation), and it needs warmup to adapt its
-#   step size and fit its preconditioner. It pays off where
+#   than GWG's (the auxiliary draw multiplies by a :math:`D \times D` matrix), and it
+#   needs warmup to adapt its step size and fit its preconditioner. It pays off where
 #   the preconditioner captures how the coordinates interact, so that many of them can
 #   move together and still be accepted: with the exact Hessian of the Ising model it
 #   accepts every proposal, and a step size at the upper bound of the adaptation says

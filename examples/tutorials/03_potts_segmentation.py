@@ -234,10 +234,12 @@ print(
 # and adapts the number during warmup toward an acceptance rate of 0.574; it is then
 # frozen for the sampling phase.
 #
-# **Compilation.** ``jit_compile=True`` traces the whole transition with
-# ``torch.jit.trace``, which takes a moment. The default, ``"auto"``, may instead compile
-# it with AOTInductor, which makes each step faster but takes tens of seconds to compile:
-# worth it for long runs, not for the short ones of this tutorial.
+# **Compilation.** ``jit_compile=True`` captures the whole transition once as a graph of
+# ATen operators, which takes a moment, and runs it without a compiler. The default,
+# ``"auto"``, runs the same graph while AOTInductor compiles it in a background process,
+# and switches to the faster compiled steps when they are ready (tens of seconds the
+# first time); the tutorial keeps to the captured graph, so that its timings do not
+# depend on when that switch comes or on what the disk cache holds.
 #
 # The chains start from random labellings (for each, the best of ten draws from the
 # uniform prior), far from the posterior; the warmup takes them there.
@@ -413,7 +415,7 @@ fig.colorbar(handle, ax=axes[3], fraction=0.046, label="nats")
 # Gibbs one evaluation per alternative class (``energy_evals`` and ``grad_evals``). The
 # plot shows the log joint (mean of two chains) against these evaluations, which do
 # not depend on the machine, with the mean log joint of the run above as the level of
-# the posterior. The wall-clock seconds are printed too; they include compiling each
+# the posterior. The wall-clock seconds are printed too; they include capturing each
 # kernel's transition.
 COMPARE_STEPS = 200 if FAST else 1000
 start = {"z": F.one_hot(torch.randint(K, (2, SIZE, SIZE)), K).float()}

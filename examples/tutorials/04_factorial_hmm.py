@@ -282,9 +282,10 @@ for linear_in_bits in [False, True]:
 # %%
 # Now the run itself: :class:`pyro_gwg.MCMC` runs all chains as one batch. The
 # kernel is GWG with its defaults (one flip per step, chosen from the gradient), except
-# ``jit_compile=True``: the transition is compiled by TorchScript tracing, which takes
-# a moment. (The default, ``"auto"``, may switch a long run to AOTInductor, which is a
-# little faster per step but takes tens of seconds to compile the first time.) The
+# ``jit_compile=True``: the transition is captured once as a graph of ATen operators,
+# which takes a moment. (The default, ``"auto"``, also compiles that graph with
+# AOTInductor in a background process and switches to it when it is ready: faster
+# steps, tens of seconds to compile the first time, never waited for.) The
 # chains start from random bit patterns (Pyro's ``init_to_sample``).
 num_chains = 16
 num_samples = 1500 if FAST else 6000

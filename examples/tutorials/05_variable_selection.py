@@ -166,9 +166,9 @@ print(f"spike and slab cross at |beta| = {delta:.3f}")
 # -----------
 # ``MixedGibbs(NUTS(model), GWG())`` takes the model from the NUTS kernel; NUTS must
 # not be compiled (a compiled potential would freeze the indicators), while GWG's
-# transition is compiled with ``torch.jit.trace`` (``jit_compile=True``, which compiles
-# in moments; the default may also move to AOTInductor, whose longer compilation these
-# short chains would not earn back). ``num_flips="auto"``
+# transition is captured as a graph of ATen operators (``jit_compile=True``, ready in
+# moments; the default also compiles that graph with AOTInductor in a background
+# process and switches to it when it is ready). ``num_flips="auto"``
 # lets GWG flip several indicators per step, adapting their number during warmup.
 # NUTS starts from the prior medians (coefficients at zero) rather than Pyro's default
 # random point, which would put coefficients far out in the spike's tails and spend the

@@ -182,9 +182,9 @@ print(
 # :math:`f` at the current image, which typically brings its chains to plausible
 # digits sooner than blind single-site updates. 32 chains run as one batch in
 # :class:`pyro_gwg.MCMC`, each from a random initial image; the picture shows each chain's
-# last state. ``jit_compile=True`` traces the transition once (milliseconds); the
-# default ``"auto"`` may also spend tens of seconds on a heavier compilation, which
-# runs this short do not repay.
+# last state. ``jit_compile=True`` captures the transition once as a graph of ATen
+# operators and runs it without a compiler; the default ``"auto"`` also compiles it
+# with AOTInductor in a background process and switches to it when it is ready.
 
 
 def tile(rows, num_cols=8):
