@@ -499,7 +499,7 @@ def summarise(target: Dict[str, object], chains: int, out: Dict[str, object]) ->
     """The table row of one setting: microseconds per step, their ratios (default over
     fused: uncached, cached, and cached over the C++-wrapper floor), the target of
     issue 29 (``met``: cached ratio at most :data:`RATIO_TARGET`) and the time to the
-    first draw."""
+    first draw; the acceptance rates of the default runs and of the fused step."""
     fused = out["fused"]["us_per_step"]
     cpp = out["fused_cpp_wrapper"]["us_per_step"]
     row: Dict[str, object] = {
@@ -520,6 +520,11 @@ def summarise(target: Dict[str, object], chains: int, out: Dict[str, object]) ->
     row["required"] = "<= {:g}x".format(RATIO_TARGET) if target_met(target, chains) else "-"
     ratio = row["ratio_cached"]
     row["met"] = ratio <= RATIO_TARGET if target_met(target, chains) and ratio else None
+    # the same transition: equal acceptance rates, up to noise
+    row["accept_rates"] = [
+        out[name]["accept_rate"] if name in out else None
+        for name in ("uncached", "cached", "fused")
+    ]
     row["default_compile_s"] = out["uncached"]["compile_s"] if "uncached" in out else None
     row["fused_compile_s"] = out["fused"]["compile_s"]
     draws = out.get("first_draw", {})

@@ -471,6 +471,7 @@ def render_floor(d: dict) -> list[str]:
             "first draw uncached s": row["first_draw_uncached_s"],
             "first draw cached s": row["first_draw_cached_s"],
             "first draw < 2 s": row["first_draw_met"],
+            "acceptance uncached, cached, fused": row["accept_rates"],
         }
         for row in d["rows"]
     ]

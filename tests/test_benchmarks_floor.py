@@ -166,6 +166,7 @@ def test_one_setting_in_process_gives_a_row_and_a_report_section(floor, monkeypa
     )
     assert row["required"] == "<= 1.5x" and row["met"] == (row["ratio_cached"] <= 1.5)
     assert row["first_draw_met"] is False
+    assert row["accept_rates"] == [out[k]["accept_rate"] for k in ("uncached", "cached", "fused")]
     assert floor.summarise(target, 256, out)["met"] is None  # no target at 256 chains
 
     report = _load("report.py", "bench_report_floor")
