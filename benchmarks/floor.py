@@ -19,7 +19,9 @@ threads, default 1), with an on-disk compile cache of its own
   the pilot of the uncached run uses a throw-away cache and no background compilation
   (so that the measured run starts from an empty cache: its rate is that of the
   uncompiled path, and the run may end sooner once the compiled step takes over), the
-  pilot of the cached run uses the filled cache.
+  pilot of the cached run uses the filled cache (and a cached run that fills less than
+  half the budget, its pilot's few draws having overstated the one-time load of the
+  compiled step, is run again at its own rate).
 * ``fused``: the floor, the same transition written by hand in plain PyTorch and
   compiled whole with ``torch.compile(step, fullgraph=True, dynamic=False)``: the log
   density and its gradient written out (no autograd, no Pyro), the GWG proposal of
@@ -108,6 +110,9 @@ FILL_STEPS = 20
 RATIO_TARGET = 1.5
 #: the longest time to the first draw that meets the target, seconds
 FIRST_DRAW_TARGET_S = 2.0
+#: the largest difference of acceptance rates between the default runs and the fused
+#: step that still counts as the same transition (their noise is below 0.01)
+ACCEPT_TOLERANCE = 0.05
 #: ``GWG``'s defaults that the fused step reproduces
 TEMPERATURE = 2.0
 UNIFORM_WEIGHT = 0.05
@@ -384,14 +389,25 @@ def run_default(model, spec: Dict[str, object], num_samples: int) -> Dict[str, o
     }
 
 
-def measured_run(model, spec: Dict[str, object], pilot_env: Dict[str, str]) -> Dict[str, object]:
-    """A pilot run (under ``pilot_env``) for the rate, then a run that fills the budget."""
+def measured_run(
+    model, spec: Dict[str, object], pilot_env: Dict[str, str], refine: bool = False
+) -> Dict[str, object]:
+    """A pilot run (under ``pilot_env``) for the rate, then a run that fills the budget;
+    with ``refine``, a run that filled less than half of it (the pilot's few draws
+    overstate one-time costs, such as loading a compiled step) is followed by one
+    sized at its own rate, which is reported."""
     with environment(**pilot_env):
         pilot = run_default(model, spec, spec["pilot"])
-    steps = max(int(1e6 * spec["budget_s"] / pilot["us_per_step"]), spec["pilot"])
-    out = run_default(model, spec, steps)
+    out = run_default(model, spec, _steps(spec, pilot))
+    if refine and out["timing"]["sampling"] < spec["budget_s"] / 2:
+        out = dict(run_default(model, spec, _steps(spec, out)), first_try=out)
     out["pilot_us_per_step"] = pilot["us_per_step"]
     return out
+
+
+def _steps(spec: Dict[str, object], run: Dict[str, object]) -> int:
+    """The draws that fill the budget at the rate of ``run``."""
+    return max(int(1e6 * spec["budget_s"] / run["us_per_step"]), spec["pilot"])
 
 
 def run_main(spec: Dict[str, object]) -> Dict[str, object]:
@@ -408,7 +424,7 @@ def run_main(spec: Dict[str, object]) -> Dict[str, object]:
             quiet = {"PYRO_GWG_CACHE_DIR": throwaway, "PYRO_GWG_BACKGROUND_COMPILE": "0"}
             out["uncached"] = measured_run(model, spec, quiet)
             out["cache_after_uncached"] = wait_for_compiles(spec["compile_timeout"])
-            out["cached"] = measured_run(model, spec, {})
+            out["cached"] = measured_run(model, spec, {}, refine=True)
             num_flips = out["cached"]["num_flips"]
         except Exception as error:  # the library's own failure is a result to report
             out["default_error"] = "{}: {}".format(type(error).__name__, error)[:2000]
@@ -498,8 +514,10 @@ def first_draw(spec: Dict[str, object], timeout: float) -> Dict[str, object]:
 def summarise(target: Dict[str, object], chains: int, out: Dict[str, object]) -> Dict[str, object]:
     """The table row of one setting: microseconds per step, their ratios (default over
     fused: uncached, cached, and cached over the C++-wrapper floor), the target of
-    issue 29 (``met``: cached ratio at most :data:`RATIO_TARGET`) and the time to the
-    first draw; the acceptance rates of the default runs and of the fused step."""
+    issue 29 (``met``: cached ratio at most :data:`RATIO_TARGET`, for the same
+    transition) and the time to the first draw; the acceptance rates of the default
+    runs and of the fused step, and whether they agree within :data:`ACCEPT_TOLERANCE`
+    (``same_transition``)."""
     fused = out["fused"]["us_per_step"]
     cpp = out["fused_cpp_wrapper"]["us_per_step"]
     row: Dict[str, object] = {
@@ -518,13 +536,20 @@ def summarise(target: Dict[str, object], chains: int, out: Dict[str, object]) ->
     cached = out.get("cached")
     row["ratio_cached_cpp_wrapper"] = cached["us_per_step"] / cpp if cached else None
     row["required"] = "<= {:g}x".format(RATIO_TARGET) if target_met(target, chains) else "-"
+    # the same transition accepts alike, up to noise: a default run that does not is
+    # another transition, whose speed does not count
+    rates = [out[k]["accept_rate"] if k in out else None for k in ("uncached", "cached", "fused")]
+    row["accept_rates"] = rates
+    row["same_transition"] = (
+        all(abs(rate - rates[2]) <= ACCEPT_TOLERANCE for rate in rates[:2])
+        if None not in rates
+        else None
+    )
     ratio = row["ratio_cached"]
-    row["met"] = ratio <= RATIO_TARGET if target_met(target, chains) and ratio else None
-    # the same transition: equal acceptance rates, up to noise
-    row["accept_rates"] = [
-        out[name]["accept_rate"] if name in out else None
-        for name in ("uncached", "cached", "fused")
-    ]
+    if target_met(target, chains) and ratio:
+        row["met"] = ratio <= RATIO_TARGET and bool(row["same_transition"])
+    else:
+        row["met"] = None
     row["default_compile_s"] = out["uncached"]["compile_s"] if "uncached" in out else None
     row["fused_compile_s"] = out["fused"]["compile_s"]
     draws = out.get("first_draw", {})
