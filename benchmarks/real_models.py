@@ -146,11 +146,11 @@ PILOT_DRAWS, PILOT_WARMUP = 20, 5
 #: fraction of its draws differ from its most frequent value
 RARE = 0.01
 JIT_NOTE = (
-    "the pyro-gwg kernels run with jit_compile=True (torch.jit.trace): with the default "
-    "'auto', a pyro.infer.MCMC run of unbounded length (how the budget is enforced "
-    "here) makes the cost model compile an AOTInductor transition, about 45 s per model "
-    "and kernel on this machine, more than the whole run can spend; a run of the "
-    "length a user would ask for stays on torch.jit.trace, as here"
+    "the pyro-gwg kernels run with jit_compile=True (the transition's captured graph, "
+    "no compiler; the results stored before issue 29 ran torch.jit.trace): the default "
+    "'auto' would compile an AOTInductor transition in a background process, about "
+    "20-45 s per model and kernel on this machine, competing for the two cores with "
+    "the timed runs of a few seconds; a model that cannot be captured runs eagerly"
 )
 LOADED_MACHINE = (
     "a shared, loaded 2-core machine (other jobs ran at the same time): compare the "
@@ -684,7 +684,7 @@ def run_row(
         except NotAvailable as exc:
             row["status"] = "not available: {}".format(exc)
         except Exception as exc:  # a refusal or a failure is a result of the benchmark
-            if attempt == 0 and jit_compile is True and "could not trace" in str(exc):
+            if attempt == 0 and jit_compile is True and "could not be captured" in str(exc):
                 row["jit_compile"] = jit_compile = False
                 continue
             message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""

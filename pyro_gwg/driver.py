@@ -170,9 +170,6 @@ class ChainDriver:
     :ivar on_compile: ``callable(message)`` told when a compilation starts (a runner
         shows the message in its progress bar) and ``callable(None)`` when the
         compiled form takes over, or ``None``.
-    :ivar float compile_seconds: wall-clock seconds the chains waited for compilation
-        since the driver was made: capturing transitions, loading packages from the
-        disk cache, and compiles in this process.
     """
 
     def __init__(
@@ -194,7 +191,7 @@ class ChainDriver:
         self.t = 0
         self.moves = MoveMonitor()
         self.on_compile = on_compile
-        self.compile_seconds = 0.0
+        self._compile_seconds = 0.0  # in making the transitions (see compile_seconds)
         self._algorithms: Dict[tuple, Algorithm] = {}
         self._compiled: Dict[tuple, Callable] = {}
         # the build arguments in force, as a cache key (changed only by the adaptation)
@@ -336,7 +333,7 @@ class ChainDriver:
                 self.mode,
                 self._tell,
             )
-            self.compile_seconds += time.perf_counter() - begin
+            self._compile_seconds += time.perf_counter() - begin
             if self.state.codes.device.type == "cpu":
                 fn = _ThreadTuned(fn)
             self._compiled[key] = fn
@@ -389,8 +386,14 @@ class ChainDriver:
         """The transitions built with ``static_key`` will not run again: stop their
         background compiles."""
         for transition in self._background(static_key):
-            self.compile_seconds += transition.blocking_seconds
             transition.stop()
+
+    @property
+    def compile_seconds(self) -> float:
+        """Wall-clock seconds the chains waited for compilation since the driver was
+        made: capturing transitions, loading packages from the disk cache, compiles in
+        this process."""
+        return self._compile_seconds + sum(t.blocking_seconds for t in self._background())
 
     @property
     def background_compile_seconds(self) -> float:
@@ -399,14 +402,10 @@ class ChainDriver:
         return sum(t.background_seconds or 0.0 for t in self._background())
 
     def close(self) -> None:
-        """The run has ended: its time spent capturing and loading is added to
-        :attr:`compile_seconds` and background compiles still running go on to fill
-        the disk cache (see :meth:`BackgroundTransition.detach`); a later
-        :meth:`run` or :meth:`step` starts afresh from the transitions' current forms.
-        """
+        """The run has ended: background compiles still running go on to fill the disk
+        cache (see :meth:`BackgroundTransition.detach`); a later :meth:`run` or
+        :meth:`step` goes on with the transitions' current forms."""
         for transition in self._background():
-            self.compile_seconds += transition.blocking_seconds
-            transition.blocking_seconds = 0.0
             transition.detach()
 
 

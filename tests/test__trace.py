@@ -281,18 +281,17 @@ def test_continuous_targets_refuse_a_subsampled_plate():
 
 
 def test_pyro_sampling_loop_locals_are_found_on_the_call_stack():
-    # the run length (warmup + draws) and the chain of pyro.infer.MCMC's sequential
-    # runner, read from its frames: pyro_run_length and pyro_sequential_chain
+    # the chain of pyro.infer.MCMC's sequential runner, read from its frames
     seen = []
 
     class Recording(GWG):
         def setup(self, *args, **kwargs):
-            seen.append((_trace.pyro_run_length(), _trace.pyro_sequential_chain()))
+            seen.append(_trace.pyro_sequential_chain())
             return super().setup(*args, **kwargs)
 
     def model():
         pyro.sample("x", dist.Bernoulli(0.5))
 
     MCMC(Recording(model), num_samples=4, warmup_steps=3, num_chains=2, disable_progbar=True).run()
-    assert seen == [(7, (0, 2, 0)), (7, (1, 2, 1))]
-    assert (_trace.pyro_run_length(), _trace.pyro_sequential_chain()) == (None, None)
+    assert seen == [(0, 2, 0), (1, 2, 1)]
+    assert _trace.pyro_sequential_chain() is None

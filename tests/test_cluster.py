@@ -182,7 +182,14 @@ def test_ray_draws_do_not_depend_on_the_number_of_workers(ray_cluster):
         )
         for name, value in local.get_statistics().items():
             assert torch.equal(run.get_statistics()[name], value), name
-    assert set(two.timing) == {"setup", "warmup", "sampling", "compile", "wall"}
+    assert set(two.timing) == {
+        "setup",
+        "warmup",
+        "sampling",
+        "compile",
+        "background_compile",
+        "wall",
+    }
     assert two.diagnostics()["x"]["r_hat"].shape == (3, 3)
     idata = pyro_gwg.to_inference_data(two)
     assert idata.posterior["x"].shape == (6, 30, 3, 3)

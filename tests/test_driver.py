@@ -76,15 +76,17 @@ def test_build_reads_only_its_arguments():
         assert state.codes.shape == (3, energy.num_coords) and info.accepted.shape == (3,)
 
 
-def test_blocks_are_compiled_once_per_length_and_setting():
+def test_one_step_function_serves_blocks_of_every_length():
     kernel = pyro_gwg.GWG(_ising_model, jit_compile=True)
     kernel.vectorized_chains = 4
     kernel.setup(0)
     driver = kernel.driver
-    driver.run(24, every=8)
+    blocks = []
+    driver.run(24, lambda t, info, codes, log_joint: blocks.append(codes.shape), every=8)
     assert len(driver._compiled) == 1
-    driver.run(5, every=8)  # a shorter last block runs eagerly
-    assert {key[0] for key in driver._compiled} == {8, 5}
+    driver.run(5, lambda t, info, codes, log_joint: blocks.append(codes.shape), every=8)
+    assert len(driver._compiled) == 1  # a shorter last block: the same function
+    assert blocks == [(4, 8, 4)] * 3 + [(4, 5, 4)]
     assert driver.t == 29
 
 
@@ -101,7 +103,7 @@ def test_warmup_adapts_one_step_at_a_time_without_building_the_step_again():
     assert kernel.adapted_num_flips > 1
     # the number of flips is a field of the state: one step function serves every value
     # visited in warmup, and sampling transitions are keyed by a bound, not the value
-    assert len([key for key in driver._compiled if key[0] == "step"]) == 1
+    assert len([key for key in driver._compiled if key[1:] == (("max_flips", 36),)]) == 1
     assert driver.static == {"max_flips": flips_bound(kernel.adapted_num_flips, 36)}
     assert torch.equal(driver.state.num_flips, torch.full((8,), kernel.adapted_num_flips))
     assert driver.moves.moved is None  # nothing after warmup yet
@@ -155,7 +157,7 @@ def test_compiled_transitions_take_the_energys_given_values_as_arguments():
         kernel.refresh()
         driver.run(8, lambda t, info, codes, log_joint: blocks.append(log_joint), every=8)
         assert torch.allclose(blocks[-1][:, -1], kernel.energy.log_joint(driver.state.codes))
-    assert len(driver._compiled) == 1 and driver.backend == "trace"
+    assert len(driver._compiled) == 1 and driver.mode.backend == "graph"
 
 
 def test_bad_densities_and_inputs_are_refused_with_the_way_out():

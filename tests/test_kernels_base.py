@@ -24,7 +24,7 @@ from pyro_gwg import (
     UnsupportedModelError,
     exact_posterior,
 )
-from pyro_gwg.compilation import CompilationWarning
+from pyro_gwg.compile import CompilationWarning
 from pyro_gwg.kernels import REGISTRY
 
 KERNELS = {

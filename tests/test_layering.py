@@ -34,7 +34,8 @@ BELOW_BRIDGE = (
     "pyro_gwg._validation",
     "pyro_gwg._warn",
     "pyro_gwg.bridge",
-    "pyro_gwg.compilation",
+    "pyro_gwg.compile.backends",
+    "pyro_gwg.compile.modes",
     "pyro_gwg.proposals.layout",
     "pyro_gwg.sites",
 )

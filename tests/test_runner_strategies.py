@@ -22,6 +22,7 @@ def test_sequential_and_parallel_chain_methods(worker_processes):
     assert par.get_statistics()["accepted"].shape == (2, 40)
     # compilation happens in Pyro's worker processes, out of sight: not reported as 0
     assert "compile" in seq.timing and "compile" not in par.timing
+    assert "background_compile" in seq.timing and "background_compile" not in par.timing
 
 
 def test_initial_params_hooks_and_progress_bar(capsys):

@@ -38,6 +38,7 @@ from pyro_gwg._validation import check_bool, check_integer
 from pyro_gwg.auto.exact import ExactDraws
 from pyro_gwg.auto.plan import DEFAULT_BUDGET, Plan, make_plan, value_batch_shape
 from pyro_gwg.auto.sweep import Sweep
+from pyro_gwg.compile.modes import mode_of
 from pyro_gwg.enumeration import (
     broadcasts,
     draw_enumerated,
@@ -45,7 +46,7 @@ from pyro_gwg.enumeration import (
     with_enumeration,
 )
 from pyro_gwg.kernels import REGISTRY
-from pyro_gwg.kernels.base import JIT_MODES, DiscreteKernel, HeldInitialParams
+from pyro_gwg.kernels.base import DiscreteKernel, HeldInitialParams
 from pyro_gwg.kernels.mixed import MixedGibbs
 
 __all__ = ["Auto"]
@@ -142,10 +143,7 @@ class Auto(HeldInitialParams, MCMCKernel):
                     nuts_options
                 )
             )
-        if not (isinstance(jit_compile, bool) or jit_compile in JIT_MODES[2:]):
-            raise ValueError(
-                "jit_compile must be one of {}, got {!r}".format(JIT_MODES, jit_compile)
-            )
+        mode_of(jit_compile)  # (refuses any other value)
         if max_plate_nesting is not None:
             max_plate_nesting = check_integer("max_plate_nesting", max_plate_nesting, 0)
         self.model = model

@@ -207,9 +207,10 @@ def _digest(parts: Sequence[object]) -> str:
     sha = hashlib.sha256()
     for part in parts:
         if isinstance(part, torch.Tensor):
-            flat = part.detach().cpu().contiguous().reshape(-1)
             sha.update("{}{}".format(part.dtype, tuple(part.shape)).encode())
-            sha.update(flat.view(torch.uint8).numpy().tobytes())
+            if part.numel():
+                flat = part.detach().cpu().contiguous().reshape(-1)
+                sha.update(flat.view(torch.uint8).numpy().tobytes())
         else:
             sha.update(str(part).encode())
         sha.update(b"\0")
@@ -311,7 +312,7 @@ def prewarm_loader() -> None:
     PyTorch runs before it loads the first AOTInductor package of a process (about 2 s
     of compiling test programs on a 2-core machine) in a background thread, so that it
     overlaps with tracing the transition; done only when the disk cache holds
-    packages, i.e. where a load is likely. :func:`_load` waits for it."""
+    packages, i.e. where a load is likely. :func:`load_package` waits for it."""
     global _PROBE
     if _PROBE is not None or not aot_available():
         return

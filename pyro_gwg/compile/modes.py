@@ -6,19 +6,33 @@ gradient, the proposal and the MH test, with nothing of Pyro's bookkeeping left)
 table says what runs until a compiled form is ready, which compiler makes it, and
 whether the chains wait for it.
 
-=============  ============================  ==========================  ============
-``jit_compile``  runs first                   compiled form               chains wait
-=============  ============================  ==========================  ============
-``"auto"``     the model eagerly (one step),  AOTInductor, in a            never
-               then the captured graph        background process, cached
-                                              on disk
-``True``       the captured graph             none                        for the capture
-``"inductor"`` \u2014                            AOTInductor, in process,    for the compile
-                                              cached on disk
-``"make_fx"``  \u2014                            TorchInductor (private      for the compile
-                                              API), in process
-``False``      the model eagerly              none                        \u2014
-=============  ============================  ==========================  ============
+.. list-table::
+   :header-rows: 1
+
+   * - ``jit_compile``
+     - runs first
+     - compiled form
+     - chains wait
+   * - ``"auto"`` (default)
+     - the model eagerly (one step), then the captured graph
+     - AOTInductor, in a background process, cached on disk
+     - never
+   * - ``True``
+     - the captured graph
+     - none
+     - for the capture
+   * - ``"inductor"``
+     - (nothing)
+     - AOTInductor, in this process, cached on disk
+     - for the compile
+   * - ``"make_fx"``
+     - (nothing)
+     - TorchInductor (private API), in this process
+     - for the compile
+   * - ``False``
+     - the model eagerly
+     - none
+     - (nothing)
 
 A model that cannot be captured (its Python control flow reads latent values, it reads
 ``pyro.module`` parameters, or it is evaluated one state at a time) runs eagerly in

@@ -175,21 +175,26 @@ class BackgroundTransition:
 
     def _capture(self, state: NamedTuple) -> None:
         begin = time.perf_counter()
+        try:
+            self._capture_from(state)
+        finally:
+            self.blocking_seconds += time.perf_counter() - begin
+
+    def _capture_from(self, state: NamedTuple) -> None:
         example = self.flat.example(state)
+        if backends.aot_available() and state.codes.device.type == "cpu":
+            backends.prewarm_loader()  # a package load's CPU probe, during the capture
         try:
             graph = backends.capture(self.flat.fn, example)
         except Exception as error:  # cannot be captured: the model runs eagerly
             backends.report_failure("graph", error, "running it eagerly")
             return
-        finally:
-            self.blocking_seconds += time.perf_counter() - begin
         self.graph = self.flat.wrap(graph)
         self.current, self.form = self.graph, "graph"
         if not backends.aot_available():
             return
         key = backends.graph_key(graph, example)
         cached = backends.cached_package(key)
-        self.blocking_seconds += time.perf_counter() - begin
         if cached is not None:
             logger.info("loaded a compiled transition from %s", backends.cache_dir())
             self._use(cached)

@@ -347,9 +347,7 @@ class DiscreteKernel(HeldInitialParams, MCMCKernel):
         if mode and (report.eager or not self._traceable(energy, codes)):
             report.eager = True
             energy.jit_compile = mode = False
-        driver = self.driver_for(
-            energy, warmup_steps, mode, on_compile=on_compile
-        )
+        driver = self.driver_for(energy, warmup_steps, mode, on_compile=on_compile)
         driver.init(codes)
         return ChainRun(self, energy, driver, report, block)
 

@@ -383,6 +383,14 @@ class MixedRun:
         stats = {"discrete " + k: v for k, v in info._asdict().items()}
         return stats, codes, log_joint
 
+    @property
+    def background_compile_seconds(self) -> float:
+        """The discrete driver's (see :attr:`ChainDriver.background_compile_seconds
+        <pyro_gwg.driver.ChainDriver.background_compile_seconds>`)."""
+        if self.discrete is None:
+            return 0.0
+        return self.discrete.driver.background_compile_seconds
+
     def finish(self) -> None:
         """End the run (the discrete run's warnings, see :meth:`ChainRun.finish
         <pyro_gwg.kernels.run.ChainRun.finish>`)."""

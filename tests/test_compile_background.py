@@ -1,0 +1,63 @@
+"""AOTInductor in a background process (pyro_gwg.compile.background): a real worker
+compiles a transition while the chains run on its captured graph; the chains switch to
+the package, which draws what the eager transition draws, and a later run loads it
+from the disk cache at its capture."""
+
+import pyro
+import pytest
+import torch
+from small_models import SUITE
+
+from pyro_gwg import GWG
+from pyro_gwg.compile import backends, background
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.filterwarnings("ignore:Categorical site"),
+    pytest.mark.skipif(not backends.aot_available(), reason="no AOTInductor packages"),
+]
+
+
+def _kernel(jit_compile):
+    model, args = SUITE["mixed_kinds"]
+    kernel = GWG(model, num_flips=2, jit_compile=jit_compile)
+    kernel.vectorized_chains = 4
+    pyro.set_rng_seed(0)
+    kernel.setup(0, *args)
+    return kernel
+
+
+def _steps(kernel, num_steps, seed):
+    pyro.set_rng_seed(seed)
+    blocks = []
+    kernel.driver.run(num_steps, lambda t, *block: blocks.append(block), num_steps)
+    return blocks[0]
+
+
+def test_a_background_compile_switches_the_chains_to_its_package(monkeypatch, tmp_path):
+    monkeypatch.setenv(backends.CACHE_ENV, str(tmp_path))
+    monkeypatch.setenv(background.BACKGROUND_ENV, "1")
+    kernel = _kernel("auto")
+    _steps(kernel, 3, seed=1)  # eager, then the graph while the worker compiles
+    fn = next(iter(kernel.driver._compiled.values())).fn
+    assert fn.form == "graph" and fn.compile is not None
+    assert fn.compile.wait(timeout=600) is not None, fn.compile.error
+    assert list(tmp_path.glob("*/*.pt2"))  # the package is in the disk cache
+    compiled = _steps(kernel, 6, seed=2)
+    assert fn.form == "aot" and fn.background_seconds > 0
+    kernel.driver.state = kernel.driver.state  # (the same state for the eager run)
+    eager = _kernel(False)
+    eager.driver.state = kernel.driver.state
+    # the package draws the random numbers the eager transition draws
+    start = kernel.driver.state
+    after = _steps(kernel, 6, seed=3)
+    eager.driver.state = start
+    expected = _steps(eager, 6, seed=3)
+    assert torch.equal(after[1], expected[1])
+    assert torch.allclose(after[2], expected[2], atol=1e-5)
+    assert compiled[1].shape == (4, 6, kernel.energy.num_coords)
+    # a later run of the same transition loads the package at its capture
+    again = _kernel("auto")
+    _steps(again, 3, seed=1)
+    fn = next(iter(again.driver._compiled.values())).fn
+    assert fn.form == "aot" and fn.compile is None

@@ -1,0 +1,181 @@
+"""The transition compiler and the jit_compile table (pyro_gwg.compile.modes and
+.transition): what each mode runs, that every form of a transition draws what the eager
+one draws, the switch of the default mode to a background compile's package, and that
+the default path uses no deprecated PyTorch API."""
+
+import pyro
+import pytest
+import torch
+from small_models import SUITE
+
+import pyro_gwg
+import pyro_gwg.compile.transition as transition
+from pyro_gwg import GWG, MCMC
+from pyro_gwg.compile import JIT_COMPILE, CompilationWarning, Mode, backends, mode_of
+from pyro_gwg.compile.transition import BackgroundTransition
+
+pytestmark = pytest.mark.filterwarnings("ignore:Categorical site")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_warnings(monkeypatch):
+    # surprising failures are reported once per process: each test starts afresh
+    monkeypatch.setattr(backends, "_WARNED", set())
+
+
+def test_the_table_gives_every_jit_compile_value_its_mode():
+    assert mode_of("auto") == Mode("aot", background=True)
+    assert mode_of(True) == Mode("graph") and mode_of(False) == Mode(None)
+    assert mode_of("inductor") == Mode("aot") and mode_of("make_fx") == Mode("make_fx")
+    assert set(JIT_COMPILE) == {"auto", True, "inductor", "make_fx", False}
+    # the kernels accept exactly the table's values
+    assert pyro_gwg.kernels.base.JIT_MODES == tuple(JIT_COMPILE)
+    for wrong in (1, 0, "trace", "compile", None):
+        with pytest.raises(ValueError, match="jit_compile must be one of"):
+            GWG(None, jit_compile=wrong)
+
+
+def _kernel(name, num_chains, **kwargs):
+    model, args = SUITE[name]
+    kernel = GWG(model, num_flips=2, **kwargs)
+    kernel.vectorized_chains = num_chains
+    kernel.setup(0, *args)
+    return kernel
+
+
+def _steps(kernel, num_steps, seed):
+    """``num_steps`` transitions from the kernel's state now, under ``seed``: codes."""
+    pyro.set_rng_seed(seed)
+    blocks = []
+    kernel.driver.run(num_steps, lambda t, *block: blocks.append(block), num_steps)
+    return blocks[0]
+
+
+@pytest.mark.parametrize("name", ["coupled_binary_field", "mixed_kinds"])
+@pytest.mark.parametrize("jit_compile", [True, "auto"])
+def test_the_captured_graph_draws_what_the_eager_transition_draws(name, jit_compile):
+    runs = []
+    for mode in (jit_compile, False):
+        pyro.set_rng_seed(0)
+        kernel = _kernel(name, 6, jit_compile=mode)
+        runs.append(_steps(kernel, 12, seed=1))
+        fn = next(iter(kernel.driver._compiled.values()))
+        fn = getattr(fn, "fn", fn)
+        if mode == "auto":  # the first step eager, the others the captured graph
+            assert isinstance(fn, BackgroundTransition) and fn.form == "graph"
+            assert fn.compile is None  # (no background compile in the test suite)
+    (info_c, codes_c, log_joint_c), (info_e, codes_e, log_joint_e) = runs
+    assert torch.equal(codes_c, codes_e)
+    assert torch.allclose(log_joint_c, log_joint_e, atol=1e-5)
+    assert torch.equal(info_c.accepted, info_e.accepted)
+
+
+class _FakeCompile:
+    """A background compile that ends after ``calls`` polls with ``result``."""
+
+    started = []
+
+    def __init__(self, graph, example, key, result, calls=3):
+        self.graph, self.key, self.result_fn, self.polls = graph, key, result, calls
+        self.seconds, self.error, self.stopped = 1.5, None, False
+        _FakeCompile.started.append(self)
+
+    @property
+    def done(self):
+        self.polls -= 1
+        return self.polls < 0
+
+    def result(self):
+        return None if self.result_fn is None else self.result_fn(self.graph)
+
+    def detach(self):
+        pass
+
+    def stop(self):
+        self.stopped = True
+
+
+def _fake_background(monkeypatch, result, calls=3):
+    _FakeCompile.started = []
+    monkeypatch.setattr(transition, "enabled", lambda: True)
+    monkeypatch.setattr(backends, "aot_available", lambda: True)
+    monkeypatch.setattr(
+        transition,
+        "BackgroundCompile",
+        lambda graph, example, key: _FakeCompile(graph, example, key, result, calls),
+    )
+
+
+def test_the_default_mode_switches_to_the_compiled_package_when_it_is_ready(monkeypatch):
+    # the "package" here is the captured graph itself, so that the draws can be compared
+    _fake_background(monkeypatch, lambda graph: graph)
+    model, args = SUITE["coupled_binary_field"]
+    messages, draws = [], []
+    monkeypatch.setattr(
+        "pyro_gwg.runner.progress.Progress.compiling", lambda self, m: messages.append(m)
+    )
+    for jit_compile in ("auto", False):
+        pyro.set_rng_seed(2)
+        mcmc = MCMC(GWG(model, jit_compile=jit_compile), num_samples=40, warmup_steps=0)
+        mcmc.run(*args)
+        draws.append(mcmc.get_samples()["x"])
+        if jit_compile == "auto":
+            assert mcmc.timing["background_compile"] == 1.5
+            assert mcmc.timing["compile"] > 0  # the capture
+    assert len(_FakeCompile.started) == 1
+    # the progress bar says "compiling" until the switch
+    assert messages == ["compiling in the background", None]
+    # eager, then the graph, then the package: the same chain as eager all along
+    assert torch.equal(draws[0], draws[1])
+
+
+def test_a_package_that_fails_hands_back_to_the_graph_with_a_warning(monkeypatch):
+    def broken(graph):
+        def run(*tensors):
+            raise RuntimeError("the package does not run here")
+
+        return run
+
+    _fake_background(monkeypatch, broken)
+    kernel = _kernel("coupled_binary_field", 4)
+    with pytest.warns(CompilationWarning, match="aot failed .*does not run here.*captured graph"):
+        info, codes, _ = _steps(kernel, 10, seed=0)
+    fn = next(iter(kernel.driver._compiled.values())).fn
+    assert fn.form == "graph" and codes.shape == (4, 10, 5)
+    # a compile that failed: the same message, the graph goes on
+    backends._WARNED.clear()
+    _fake_background(monkeypatch, None)
+    kernel = _kernel("coupled_binary_field", 4)
+    with pytest.warns(CompilationWarning, match="aot failed"):
+        _steps(kernel, 10, seed=0)
+
+
+def test_the_warmup_transition_stops_its_compile_when_warmup_ends(monkeypatch):
+    _fake_background(monkeypatch, lambda graph: graph, calls=10**6)  # never done
+    model, args = SUITE["coupled_binary_field"]
+    kernel = GWG(model, num_flips="auto")
+    MCMC(kernel, num_samples=30, warmup_steps=20, disable_progbar=True).run(*args)
+    warmup, sampling = _FakeCompile.started  # num_flips adapts: two transitions
+    assert warmup.stopped and not sampling.stopped
+
+
+def test_a_one_step_run_captures_nothing(monkeypatch):
+    captured = []
+    real = backends.capture
+    monkeypatch.setattr(backends, "capture", lambda *a: captured.append(1) or real(*a))
+    model, args = SUITE["coupled_binary_field"]
+    MCMC(GWG(model, num_flips=1), num_samples=1, warmup_steps=0).run(*args)
+    assert captured == []
+    MCMC(GWG(model, num_flips=1), num_samples=2, warmup_steps=0).run(*args)
+    assert captured == [1]
+
+
+def test_the_default_path_calls_no_deprecated_torch_api(monkeypatch):
+    def deprecated(*args, **kwargs):
+        raise AssertionError("torch.jit.trace on the default path")
+
+    monkeypatch.setattr(torch.jit, "trace", deprecated)
+    monkeypatch.setattr(torch.jit, "script", deprecated)
+    model, args = SUITE["mixed_kinds"]
+    for runner in (MCMC, pyro.infer.MCMC):
+        runner(GWG(model), num_samples=20, warmup_steps=10, disable_progbar=True).run(*args)
