@@ -355,10 +355,11 @@ def load_package(path: pathlib.Path) -> Callable:
         return model
     boxed_run = loader.boxed_run
 
-    # the flat tensors straight to the package's runner: calling the model itself
-    # re-reads its input and output specs and walks them at every call (0.1 ms)
+    # the flat tensors straight to the package's runner (calling the model itself
+    # re-reads its input and output specs and walks them at every call: 0.1 ms), laid
+    # out as at compilation: the compiled kernels read them with the example's strides
     def run(*tensors: torch.Tensor):
-        return boxed_run(list(tensors))
+        return boxed_run([t.contiguous() for t in tensors])
 
     return run
 
@@ -434,10 +435,26 @@ def save_aot_package(
     path = package_path(key)
     if _verified(path):
         return path
+    return compile_program(export_graph(graph, example_inputs), key)
+
+
+def export_graph(graph: torch.fx.GraphModule, example_inputs: Sequence[torch.Tensor]):
+    """A captured graph as an exported program (:func:`torch.export.export`,
+    non-strict: the graph holds ATen operators only, no Pyro), for contiguous inputs
+    of the example's shapes, dtypes and devices."""
+    example_inputs = tuple(t.contiguous() for t in example_inputs)
+    return torch.export.export(graph, example_inputs, strict=False)
+
+
+def compile_program(program, key: str) -> pathlib.Path:
+    """An exported program (:func:`export_graph`) compiled by AOTInductor and saved in
+    the disk cache under ``key``, with its checksum (see :func:`save_aot_package`).
+
+    :returns: the package's path.
+    """
     from torch._inductor import config as inductor_config
 
-    example_inputs = tuple(t.contiguous() for t in example_inputs)
-    program = torch.export.export(graph, example_inputs, strict=False)
+    path = package_path(key)
     # random operators call PyTorch's own (fallback_random): they draw from the global
     # generator exactly as the graph run eagerly does, so a run gives the same draws
     # for a seed whichever form ran which steps

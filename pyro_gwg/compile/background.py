@@ -19,8 +19,8 @@ then runs the captured graph, and loads a package the cache already has): for ma
 where no core is free for a compiler, such as a test suite that runs one process per
 core.
 
-Run as ``python -m pyro_gwg.compile.background JOB``, this module is the worker: it
-compiles the job file that :class:`BackgroundCompile` wrote.
+Run as ``python -m pyro_gwg.compile.background JOB KEY``, this module is the worker: it
+compiles the exported program that :class:`BackgroundCompile` saved in ``JOB``.
 """
 
 from __future__ import annotations
@@ -59,8 +59,11 @@ def enabled() -> bool:
 
 
 class BackgroundCompile:
-    """An AOTInductor compilation of a captured graph in a worker process, and the
-    loading of its package by a waiting thread of this process.
+    """An AOTInductor compilation of a captured graph: a thread of this process
+    exports the graph (:func:`~pyro_gwg.compile.backends.export_graph`: ATen operators
+    only, no Pyro handler runs) and saves the program, a worker process compiles it
+    into the disk cache (:func:`~pyro_gwg.compile.backends.compile_program`), and the
+    thread loads the package.
 
     :param torch.fx.GraphModule graph: the captured transition.
     :param example_inputs: example arguments (their shapes, dtypes, strides and
@@ -78,47 +81,56 @@ class BackgroundCompile:
         self.key = key
         self.seconds: Optional[float] = None
         self.error: Optional[str] = None
+        self.process: Optional[subprocess.Popen] = None
         self._compiled: Optional[Callable] = None
-        self._detached = False
+        self._detached = self._stopped = False
         for old in _running(detached=True):  # the new compile has the core
             old.stop()
         self._start = time.perf_counter()
-        folder = backends.cache_dir()
-        folder.mkdir(parents=True, exist_ok=True)
-        handle, name = tempfile.mkstemp(dir=folder, prefix="job-", suffix=".pt")
-        os.close(handle)
-        self._job = pathlib.Path(name)
-        example = [t.detach().contiguous() for t in example_inputs]
-        torch.save({"graph": graph, "example": example, "key": key}, self._job)
-        self._log = self._job.with_suffix(".log")
-        with open(self._log, "wb") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "pyro_gwg.compile.background", str(self._job)],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        self._waiter = threading.Thread(
-            target=self._wait, name="pyro_gwg-compile-{}".format(key[:8]), daemon=True
+        example = [t.detach().clone() for t in example_inputs]
+        self._thread = threading.Thread(
+            target=self._work,
+            args=(graph, example),
+            name="pyro_gwg-compile-{}".format(key[:8]),
+            daemon=True,
         )
-        self._waiter.start()
         with _LOCK:
             _RUNNING.append(self)
+        self._thread.start()
 
-    def _wait(self) -> None:
-        code = self.process.wait()
+    def _work(self, graph: torch.fx.GraphModule, example: List[torch.Tensor]) -> None:
+        folder = backends.cache_dir()
+        job = log = None
         try:
+            folder.mkdir(parents=True, exist_ok=True)
+            handle, name = tempfile.mkstemp(dir=folder, prefix="job-", suffix=".pt2")
+            os.close(handle)
+            job = pathlib.Path(name)
+            log = job.with_suffix(".log")
+            torch.export.save(backends.export_graph(graph, example), job)
+            with _LOCK:
+                if self._stopped:
+                    return
+                with open(log, "wb") as out:
+                    self.process = subprocess.Popen(
+                        [sys.executable, "-m", "pyro_gwg.compile.background", str(job), self.key],
+                        stdin=subprocess.DEVNULL,
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                    )
+            code = self.process.wait()
             if code != 0:
-                lines = self._log.read_text(errors="replace").strip().splitlines()
+                lines = log.read_text(errors="replace").strip().splitlines()
                 self.error = lines[-1] if lines else "exit status {}".format(code)
-            else:
-                self._compiled = backends.load_package(backends.package_path(self.key))
-                self.seconds = time.perf_counter() - self._start
-        except Exception as error:  # a package that does not load: the graph runs on
+                return
+            self._compiled = backends.load_package(backends.package_path(self.key))
+            self.seconds = time.perf_counter() - self._start
+        except Exception as error:  # the graph runs on
             self.error = "{}: {}".format(type(error).__name__, backends._first_line(error))
         finally:
-            for path in (self._job, self._log):
-                path.unlink(missing_ok=True)
+            for path in (job, log):
+                if path is not None:
+                    path.unlink(missing_ok=True)
             with _LOCK:
                 if self in _RUNNING:
                     _RUNNING.remove(self)
@@ -126,16 +138,16 @@ class BackgroundCompile:
     @property
     def done(self) -> bool:
         """Whether the compile has ended (the package loaded, or an error)."""
-        return not self._waiter.is_alive()
+        return not self._thread.is_alive()
 
     def result(self) -> Optional[Callable]:
         """The compiled function (flat tensors -> list of tensors) once it is loaded,
-        else ``None`` (still compiling, or failed: see :attr:`error`)."""
+        else ``None`` (still compiling, or failed: see ``error``)."""
         return self._compiled if self.done else None
 
     def wait(self, timeout: Optional[float] = None) -> Optional[Callable]:
         """Wait for the compile to end (at most ``timeout`` seconds); :meth:`result`."""
-        self._waiter.join(timeout)
+        self._thread.join(timeout)
         return self.result()
 
     def detach(self) -> None:
@@ -144,10 +156,12 @@ class BackgroundCompile:
         self._detached = True
 
     def stop(self) -> None:
-        """Stop the worker (its job is forgotten; nothing is saved)."""
-        if self.process.poll() is None:
-            self.process.kill()
-        self._waiter.join()
+        """Stop the compile (nothing is saved)."""
+        with _LOCK:
+            self._stopped = True
+            if self.process is not None and self.process.poll() is None:
+                self.process.kill()
+        self._thread.join()
 
 
 def _running(detached: bool = False) -> List[BackgroundCompile]:
@@ -161,15 +175,12 @@ def _stop_all() -> None:
         compile_.stop()
 
 
-def _worker(job: str) -> None:
-    """Compile the job file ``job`` (see :class:`BackgroundCompile`) into the disk
-    cache, on one thread."""
-    import torch._inductor  # (unpickling a captured graph needs the modules it imports)
-
+def _worker(job: str, key: str) -> None:
+    """Compile the exported program saved in ``job`` into the disk cache under
+    ``key`` (see :class:`BackgroundCompile`), on one thread."""
     torch.set_num_threads(1)
-    spec = torch.load(job, weights_only=False)
-    backends.save_aot_package(spec["graph"], spec["example"], spec["key"])
+    backends.compile_program(torch.export.load(job), key)
 
 
 if __name__ == "__main__":
-    _worker(sys.argv[1])
+    _worker(sys.argv[1], sys.argv[2])
