@@ -61,3 +61,29 @@ def test_a_background_compile_switches_the_chains_to_its_package(monkeypatch, tm
     _steps(again, 3, seed=1)
     fn = next(iter(again.driver._compiled.values())).fn
     assert fn.form == "aot" and fn.compile is None
+
+
+@pytest.mark.exactness
+def test_aot_chains_match_the_exact_posterior(monkeypatch, tmp_path):
+    # jit_compile="inductor": every sampling step runs the AOTInductor package
+    from exactness import assert_exact
+
+    from pyro_gwg import MCMC, exact_posterior
+
+    monkeypatch.setenv(backends.CACHE_ENV, str(tmp_path))
+    model, args = SUITE["mixed_kinds"]
+    pyro.set_rng_seed(0)
+    mcmc = MCMC(
+        GWG(model, num_flips=2, jit_compile="inductor"),
+        num_samples=1500,
+        warmup_steps=100,
+        num_chains=32,
+        disable_progbar=True,
+    )
+    mcmc.run(*args)
+    post = exact_posterior(model, *args)
+    samples = mcmc.get_samples(group_by_chain=True)
+    flat = {k: v.flatten(0, 1) for k, v in samples.items()}
+    codes = post.energy.codes_from_values(flat).reshape(32, 1500, -1)
+    assert_exact(codes, post)
+    assert list(tmp_path.glob("*/*.pt2"))  # (it ran the package)
