@@ -55,6 +55,9 @@ logger = logging.getLogger(__name__)
 #: function capture it, load a package, warm caches)
 UNTIMED_CALLS = 2
 
+#: single steps (:meth:`ChainDriver.step`) whose moves are counted at once
+UNOBSERVED_STEPS = 64
+
 #: ``observe(t, info, codes, log_joint)``: a block of transitions starting at step ``t``
 #: (counted from the first warmup step), with ``info`` fields ``[C, n]``, the states
 #: ``codes [C, n, D]`` after each transition and their log joints ``[C, n]``
@@ -189,7 +192,8 @@ class ChainDriver:
         self.mode = jit_compile if isinstance(jit_compile, Mode) else mode_of(jit_compile)
         self.state: Optional[NamedTuple] = None
         self.t = 0
-        self.moves = MoveMonitor()
+        self._moves = MoveMonitor()
+        self._unobserved: List[tuple] = []  # (info, codes) of steps not yet counted
         self.on_compile = on_compile
         self._compile_seconds = 0.0  # in making the transitions (see compile_seconds)
         self._algorithms: Dict[tuple, Algorithm] = {}
@@ -237,7 +241,8 @@ class ChainDriver:
             init = getattr(init, "unchecked", init)
         state = init(codes)
         if self.state is None or self.state.codes.shape != state.codes.shape:
-            self.moves = MoveMonitor()  # other chains: their moves are counted afresh
+            self._unobserved = []
+            self._moves = MoveMonitor()  # other chains: their moves are counted afresh
         self.state = state
         return self.state
 
@@ -288,7 +293,7 @@ class ChainDriver:
                 if first == 0:
                     self.moves.observe(info, codes)
                 elif first < size:
-                    self.moves.observe(
+                    self._moves.observe(
                         type(info)(*(field[:, first:] for field in info)), codes[:, first:]
                     )
             if observe is not None:
@@ -366,12 +371,25 @@ class ChainDriver:
                 if key != self._static_key:  # a new transition from now on
                     self._retire(self._static_key)
                     self._static_key = key
-        else:
-            self.moves.observe(
-                type(info)(*(field.unsqueeze(1) for field in info)),
-                self.state.codes.unsqueeze(1),
-            )
+        else:  # counted in blocks (see moves)
+            self._unobserved.append((info, self.state.codes))
+            if len(self._unobserved) == UNOBSERVED_STEPS:
+                self._observe_steps()
         return info, out
+
+    @property
+    def moves(self) -> MoveMonitor:
+        """The moves after warmup (:class:`MoveMonitor`), up to the last step."""
+        self._observe_steps()
+        return self._moves
+
+    def _observe_steps(self) -> None:
+        """Count the moves of the single steps taken since the last count, at once."""
+        if self._unobserved:
+            infos, codes = zip(*self._unobserved)
+            self._unobserved = []
+            stacked = type(infos[0])(*(torch.stack(field, 1) for field in zip(*infos)))
+            self._moves.observe(stacked, torch.stack(codes, 1))
 
     # ------------------------------------------------------------------ compilation
     def _background(self, static_key: Optional[tuple] = None) -> List[BackgroundTransition]:

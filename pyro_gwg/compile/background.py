@@ -59,11 +59,12 @@ def enabled() -> bool:
 
 
 class BackgroundCompile:
-    """An AOTInductor compilation of a captured graph: a thread of this process
-    exports the graph (:func:`~pyro_gwg.compile.backends.export_graph`: ATen operators
-    only, no Pyro handler runs) and saves the program, a worker process compiles it
-    into the disk cache (:func:`~pyro_gwg.compile.backends.compile_program`), and the
-    thread loads the package.
+    """An AOTInductor compilation of a captured graph: the graph is exported and saved
+    here, at once (:func:`~pyro_gwg.compile.backends.export_graph`: ATen operators
+    only, no Pyro handler runs; on the caller's thread, since an export's fake tensors
+    are not private to its thread), a worker process compiles it into the disk cache
+    (:func:`~pyro_gwg.compile.backends.compile_program`) while a thread of this
+    process waits for it, and :meth:`result` loads the package.
 
     :param torch.fx.GraphModule graph: the captured transition.
     :param example_inputs: example arguments (their shapes, dtypes, strides and
@@ -87,10 +88,18 @@ class BackgroundCompile:
         for old in _running(detached=True):  # the new compile has the core
             old.stop()
         self._start = time.perf_counter()
-        example = [t.detach().clone() for t in example_inputs]
+        folder = backends.cache_dir()
+        folder.mkdir(parents=True, exist_ok=True)
+        handle, name = tempfile.mkstemp(dir=folder, prefix="job-", suffix=".pt2")
+        os.close(handle)
+        self._job = pathlib.Path(name)
+        try:
+            torch.export.save(backends.export_graph(graph, example_inputs), self._job)
+        except BaseException:
+            self._job.unlink(missing_ok=True)
+            raise
         self._thread = threading.Thread(
             target=self._work,
-            args=(graph, example),
             name="pyro_gwg-compile-{}".format(key[:8]),
             daemon=True,
         )
@@ -98,16 +107,9 @@ class BackgroundCompile:
             _RUNNING.append(self)
         self._thread.start()
 
-    def _work(self, graph: torch.fx.GraphModule, example: List[torch.Tensor]) -> None:
-        folder = backends.cache_dir()
-        job = log = None
+    def _work(self) -> None:
+        job, log = self._job, self._job.with_suffix(".log")
         try:
-            folder.mkdir(parents=True, exist_ok=True)
-            handle, name = tempfile.mkstemp(dir=folder, prefix="job-", suffix=".pt2")
-            os.close(handle)
-            job = pathlib.Path(name)
-            log = job.with_suffix(".log")
-            torch.export.save(backends.export_graph(graph, example), job)
             with _LOCK:
                 if self._stopped:
                     return
@@ -123,14 +125,13 @@ class BackgroundCompile:
                 lines = log.read_text(errors="replace").strip().splitlines()
                 self.error = lines[-1] if lines else "exit status {}".format(code)
                 return
-            self._compiled = backends.load_package(backends.package_path(self.key))
+            self._compiled = True
             self.seconds = time.perf_counter() - self._start
         except Exception as error:  # the graph runs on
             self.error = "{}: {}".format(type(error).__name__, backends._first_line(error))
         finally:
             for path in (job, log):
-                if path is not None:
-                    path.unlink(missing_ok=True)
+                path.unlink(missing_ok=True)
             with _LOCK:
                 if self in _RUNNING:
                     _RUNNING.remove(self)
@@ -141,9 +142,18 @@ class BackgroundCompile:
         return not self._thread.is_alive()
 
     def result(self) -> Optional[Callable]:
-        """The compiled function (flat tensors -> list of tensors) once it is loaded,
-        else ``None`` (still compiling, or failed: see ``error``)."""
-        return self._compiled if self.done else None
+        """The compiled function (flat tensors -> list of tensors), loaded from the
+        package on the first call after the compile has ended; ``None`` while it
+        runs, or when it failed (see ``error``)."""
+        if not self.done or self._compiled is None:
+            return None
+        if self._compiled is True:
+            try:
+                self._compiled = backends.load_package(backends.package_path(self.key))
+            except Exception as error:  # a package that does not load: the graph runs on
+                self.error = "{}: {}".format(type(error).__name__, backends._first_line(error))
+                self._compiled = None
+        return self._compiled
 
     def wait(self, timeout: Optional[float] = None) -> Optional[Callable]:
         """Wait for the compile to end (at most ``timeout`` seconds); :meth:`result`."""

@@ -31,7 +31,7 @@ from pyro_gwg._warn import warn
 from pyro_gwg.bridge.density import ModelDensity
 from pyro_gwg.compile.backends import CompilationWarning
 from pyro_gwg.compile.modes import JIT_COMPILE, mode_of
-from pyro_gwg.driver import ChainDriver, checked_algorithm
+from pyro_gwg.driver import UNOBSERVED_STEPS, ChainDriver, checked_algorithm
 from pyro_gwg.kernels.run import ChainRun, RunReport
 from pyro_gwg.proposals.algorithm import Algorithm
 from pyro_gwg.sites import UnsupportedModelError
@@ -359,6 +359,7 @@ class DiscreteKernel(HeldInitialParams, MCMCKernel):
         self._phase_draws = 0
         self._draw_stats: Dict[str, torch.Tensor] = {}  # [capacity, C] rows (see _record)
         self._num_recorded = 0
+        self._unrecorded: List[tuple] = []  # (info, log_joint) of draws not yet written
 
     def setup(self, warmup_steps: int, *args, **kwargs) -> None:
         self.setup_given(warmup_steps, None, *args, **kwargs)
@@ -426,14 +427,16 @@ class DiscreteKernel(HeldInitialParams, MCMCKernel):
         if driver.t == driver.num_warmup:  # first draw after warmup: count afresh
             self._phase_accepted = self._phase_draws = 0
         warmup = driver.warming_up
-        info, values = driver.step(self._values_of)
+        # the transition pyro_gwg.MCMC runs (and its package in the disk cache): the
+        # model values are decoded here, from the codes, and only when they changed
+        info, _ = driver.step()
         accepted = int(info.accepted.sum())
         self._phase_accepted += accepted
         self._phase_draws += info.accepted.numel()
         if not warmup:
             self._record(info)
         if accepted:
-            self._params = dict(zip(self._param_names, values))
+            self._params = self._params_from_codes(driver.state.codes)
         return self._params
 
     def logging(self) -> Dict[str, str]:
@@ -442,6 +445,7 @@ class DiscreteKernel(HeldInitialParams, MCMCKernel):
 
     def diagnostics(self) -> Dict[str, object]:
         stats: Dict[str, object] = {"divergences": []}
+        self._write_records()
         draws = {k: v[: self._num_recorded] for k, v in self._draw_stats.items()}
         if self.vectorized_chains == 1:
             draws = {k: v.squeeze(-1) for k, v in draws.items()}
@@ -490,18 +494,29 @@ class DiscreteKernel(HeldInitialParams, MCMCKernel):
 
     # --------------------------------------------------------------- helpers
     def _record(self, info: NamedTuple) -> None:
-        # one row per draw in a [capacity, C] tensor per statistic, grown geometrically
-        # (a list of per-step tensors costs several times the draws themselves)
-        row = self._num_recorded
-        for name, value in dict(info._asdict(), log_joint=self.driver.state.log_joint).items():
+        # the statistics of a draw wait in a list, written into one [capacity, C]
+        # tensor per statistic (grown geometrically) a block of draws at a time
+        self._unrecorded.append((info, self.driver.state.log_joint))
+        if len(self._unrecorded) == UNOBSERVED_STEPS:
+            self._write_records()
+
+    def _write_records(self) -> None:
+        if not self._unrecorded:
+            return
+        infos, log_joints = zip(*self._unrecorded)
+        self._unrecorded = []
+        row, n = self._num_recorded, len(infos)
+        fields = dict(zip(infos[0]._fields, zip(*infos)), log_joint=log_joints)
+        for name, values in fields.items():
+            block = torch.stack(values).detach()
             buffer = self._draw_stats.get(name)
-            if buffer is None or row == buffer.shape[0]:
-                grown = value.new_empty((max(16, 2 * row),) + tuple(value.shape))
+            if buffer is None or row + n > buffer.shape[0]:
+                grown = block.new_empty((max(64, 2 * (row + n)),) + tuple(block.shape[1:]))
                 if buffer is not None:
-                    grown[:row] = buffer
+                    grown[:row] = buffer[:row]
                 buffer = self._draw_stats[name] = grown
-            buffer[row] = value.detach()
-        self._num_recorded = row + 1
+            buffer[row : row + n] = block
+        self._num_recorded = row + n
 
     def _with_chain_dim(self, values: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
         if self.vectorized_chains > 1:
@@ -511,12 +526,6 @@ class DiscreteKernel(HeldInitialParams, MCMCKernel):
     @property
     def _param_names(self) -> List[str]:
         return [site.name for site in self.energy.sites]
-
-    def _values_of(self, state: NamedTuple) -> tuple:
-        """The model values of ``state`` in site order (see :meth:`_params_from_codes`),
-        computed inside the compiled transition."""
-        values = self._params_from_codes(state.codes)
-        return tuple(values[name] for name in self._param_names)
 
     def _params_from_codes(self, codes: torch.Tensor) -> Dict[str, torch.Tensor]:
         # float values: pyro.infer.MCMC concatenates samples of all sites
