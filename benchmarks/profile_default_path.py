@@ -54,18 +54,15 @@ NUM_FLIPS = {10: 5, 40: 12, "rbm": 10}
 
 def _backend(driver) -> str:
     """The compiler that ran the driver's last step function."""
-    from pyro_gwg import driver as driver_module
 
     names = set()
     for fn in driver._compiled.values():
         threads = getattr(fn, "threads", None)
         inner = getattr(fn, "fn", fn)
-        final = getattr(inner, "final", None)
-        if isinstance(inner, driver_module._AutoCompiled):
-            names.add("aot" if final is not None and final is not inner.current else "trace")
+        names.add(getattr(inner, "form", driver.mode.backend or "eager"))
         if threads is not None:
             names.add("threads={}".format(threads))
-    return ",".join(sorted(names)) or driver.backend
+    return ",".join(sorted(names))
 
 
 def profile_setting(target, chains: int, steps: int, jit_compile: str, rbm_path: Path):
@@ -84,15 +81,14 @@ def profile_setting(target, chains: int, steps: int, jit_compile: str, rbm_path:
     start = time.perf_counter()
     kernel.setup(WARMUP)
     driver = kernel.driver
-    driver.horizon = WARMUP + 3 * steps  # as pyro_gwg.MCMC tells it the run's length
-    driver.run(WARMUP + steps, every=8)
+    driver.run(WARMUP + steps, every=64)
     first_run = time.perf_counter() - start
     begin = time.perf_counter()
-    driver.run(steps, every=8)
+    driver.run(steps, every=64)
     plain = (time.perf_counter() - begin) / steps
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         begin = time.perf_counter()
-        driver.run(steps, every=8)
+        driver.run(steps, every=64)
         profiled = (time.perf_counter() - begin) / steps
     events = [e for e in prof.key_averages() if not e.key.startswith("[")]
     total_self = sum(e.self_cpu_time_total for e in events) / 1e6 / steps
