@@ -179,3 +179,19 @@ def test_the_default_path_calls_no_deprecated_torch_api(monkeypatch):
     model, args = SUITE["mixed_kinds"]
     for runner in (MCMC, pyro.infer.MCMC):
         runner(GWG(model), num_samples=20, warmup_steps=10, disable_progbar=True).run(*args)
+
+
+def test_a_captured_graph_that_does_not_follow_the_model_is_not_run(monkeypatch):
+    # the capture is checked against the eager step at the same state and random
+    # numbers; one that gives another step (here: a log density shifted by 1) is refused
+    real = backends.capture
+
+    def shifted(fn, example):
+        graph = real(fn, example)
+        return lambda *tensors: (tensors[0], graph(*tensors)[1] + 1.0, *graph(*tensors)[2:])
+
+    monkeypatch.setattr(backends, "capture", shifted)
+    kernel = _kernel("coupled_binary_field", 4)
+    with pytest.warns(CompilationWarning, match="another step than the model.*eagerly"):
+        _steps(kernel, 6, seed=0)
+    assert next(iter(kernel.driver._compiled.values())).fn.form == "eager"

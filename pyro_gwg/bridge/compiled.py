@@ -56,21 +56,7 @@ class Compiling:
     def _compile(self, codes: torch.Tensor):
         """Capture the whole ``value_and_grad`` (forward and backward pass) as a pure
         graph, checked against the model at ``codes`` and at a second state."""
-        if self.value_reads:
-            raise UnsupportedModelError(
-                "jit_compile=True cannot compile this model: its Python control flow "
-                "reads latent values ({}), and a captured graph would follow one path "
-                "only. Use jit_compile=False (or the default 'auto', which runs such a "
-                "model eagerly).".format("; ".join(r.describe() for r in self.value_reads))
-            )
-        if self._module_params:
-            raise UnsupportedModelError(
-                "jit_compile=True cannot compile this model: it reads the parameters of "
-                "a pyro.module ({}), which a captured graph would hold as constants. Use "
-                "jit_compile=False (or the default 'auto', which runs such a model "
-                "eagerly), or make them pyro.param sites, which a compiled transition "
-                "takes as arguments.".format(", ".join(map(repr, self._module_params)))
-            )
+        self.check_capturable()
         num_chains = codes.shape[0]
         with self.recording():
             compiled = self._capture_value_and_grad(codes, num_chains)
@@ -95,6 +81,28 @@ class Compiling:
                     )
         self._compiled[num_chains] = compiled
         return compiled
+
+    def check_capturable(self) -> None:
+        """Refuse a model that no capture can follow (see :attr:`compilable`).
+
+        :raises UnsupportedModelError: naming what the model reads: latent values in
+            its Python control flow, or the parameters of a ``pyro.module``.
+        """
+        if self.value_reads:
+            raise UnsupportedModelError(
+                "jit_compile=True cannot compile this model: its Python control flow "
+                "reads latent values ({}), and a captured graph would follow one path "
+                "only. Use jit_compile=False (or the default 'auto', which runs such a "
+                "model eagerly).".format("; ".join(r.describe() for r in self.value_reads))
+            )
+        if self._module_params:
+            raise UnsupportedModelError(
+                "jit_compile=True cannot compile this model: it reads the parameters of "
+                "a pyro.module ({}), which a captured graph would hold as constants. Use "
+                "jit_compile=False (or the default 'auto', which runs such a model "
+                "eagerly), or make them pyro.param sites, which a compiled transition "
+                "takes as arguments.".format(", ".join(map(repr, self._module_params)))
+            )
 
     def _capture_value_and_grad(self, codes: torch.Tensor, num_chains: int) -> Callable:
         """:func:`~pyro_gwg.compile.backends.capture` of ``value_and_grad`` with the

@@ -114,7 +114,7 @@ def _tracing_context() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _keeping_rng(example_inputs: Sequence[torch.Tensor]) -> Iterator[None]:
+def keeping_rng(example_inputs: Sequence[torch.Tensor]) -> Iterator[None]:
     """Restore the global random generators (the CPU's, and the CUDA devices' of
     ``example_inputs``) on exit: compiling runs the function, but never takes random
     numbers from the run it compiles for."""
@@ -172,14 +172,14 @@ def capture(fn: Callable, example_inputs: Sequence[torch.Tensor]) -> torch.fx.Gr
     """
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    with _tracing_context(), _keeping_rng(example_inputs):
+    with _tracing_context(), keeping_rng(example_inputs):
         return _fold_constants(make_fx(fn)(*example_inputs))
 
 
 def _on_inputs(compiled: Callable, example_inputs: Sequence[torch.Tensor]) -> Callable:
     """``compiled`` called once on ``example_inputs`` (without taking random numbers
     from the caller's stream), so that errors surface at compilation."""
-    with _keeping_rng(example_inputs):
+    with keeping_rng(example_inputs):
         compiled(*example_inputs)
     return compiled
 

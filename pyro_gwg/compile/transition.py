@@ -135,6 +135,19 @@ def compile_transition(
     return eager if compiled is None else flat.wrap(compiled)
 
 
+def _agree(eager: Callable, graph: Callable, example: tuple) -> bool:
+    """Whether ``graph`` computes what ``eager`` computes on ``example``, with the
+    same random numbers (the caller's random stream is left as it was)."""
+    with backends.keeping_rng(example):
+        expected = eager(*example)
+    with backends.keeping_rng(example):
+        got = graph(*example)
+    return len(got) == len(expected) and all(
+        torch.equal(g, e) if not g.is_floating_point() else torch.allclose(g, e, atol=1e-5)
+        for g, e in zip(got, expected)
+    )
+
+
 class BackgroundTransition:
     """The transition of the default mode: the model eagerly for the first call (the
     first draw comes at once), then the captured graph, while AOTInductor compiles it
@@ -188,6 +201,17 @@ class BackgroundTransition:
             graph = backends.capture(self.flat.fn, example)
         except Exception as error:  # cannot be captured: the model runs eagerly
             backends.report_failure("graph", error, "running it eagerly")
+            return
+        if not _agree(self.flat.fn, graph, example):
+            backends.report_failure(
+                "graph",
+                RuntimeError(
+                    "the captured graph gives another step than the model at the same "
+                    "state (an operation recorded as a constant, or control flow that "
+                    "reads values)"
+                ),
+                "running it eagerly",
+            )
             return
         self.graph = self.flat.wrap(graph)
         self.current, self.form = self.graph, "graph"

@@ -394,12 +394,18 @@ class DiscreteKernel(HeldInitialParams, MCMCKernel):
         self._initial_params = self._params
 
     def _traceable(self, energy: ModelDensity, codes: torch.Tensor) -> bool:
-        """Compile the energy and check it against the eager model (see
+        """Capture the energy and check it against the eager model (see
         :meth:`ModelDensity.value_and_grad <pyro_gwg.ModelDensity.value_and_grad>`);
-        with ``jit_compile="auto"``, a model that fails to compile or fails the check
-        runs eagerly (``False``)."""
+        with ``jit_compile="auto"`` only refuse what no capture can follow (the
+        transition's capture is checked against the eager transition instead, see
+        :class:`~pyro_gwg.compile.transition.BackgroundTransition`: no capture delays
+        the first draw), and a model that fails runs eagerly (``False``)."""
         try:
-            energy.value_and_grad(codes)
+            if self.jit_compile == "auto":
+                energy.check_capturable()
+                energy.jit_compile = False  # (the energy on its own stays eager)
+            else:
+                energy.value_and_grad(codes)
         except (UnsupportedModelError, RuntimeError) as error:
             if self.jit_compile != "auto":
                 raise
