@@ -7,6 +7,7 @@ import pyro
 import pytest
 import torch
 from small_models import SUITE
+from test_compile_transition import _steps
 
 from pyro_gwg import GWG
 from pyro_gwg.compile import backends, background
@@ -25,13 +26,6 @@ def _kernel(jit_compile):
     pyro.set_rng_seed(0)
     kernel.setup(0, *args)
     return kernel
-
-
-def _steps(kernel, num_steps, seed):
-    pyro.set_rng_seed(seed)
-    blocks = []
-    kernel.driver.run(num_steps, lambda t, *block: blocks.append(block), num_steps)
-    return blocks[0]
 
 
 def test_a_background_compile_switches_the_chains_to_its_package(monkeypatch, tmp_path):

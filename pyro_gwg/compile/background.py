@@ -71,7 +71,7 @@ class BackgroundCompile:
         devices are those of every call).
     :param str key: the graph's :func:`~pyro_gwg.compile.backends.graph_key`.
 
-    :ivar float seconds: wall-clock seconds from the start to the package's load
+    :ivar float seconds: wall-clock seconds from the start until the package was saved
         (``None`` before).
     :ivar error: what went wrong (a message), or ``None``.
     """
@@ -83,7 +83,8 @@ class BackgroundCompile:
         self.seconds: Optional[float] = None
         self.error: Optional[str] = None
         self.process: Optional[subprocess.Popen] = None
-        self._compiled: Optional[Callable] = None
+        self._saved = False  # the worker saved the package
+        self._loaded: Optional[Callable] = None
         self._detached = self._stopped = False
         for old in _running(detached=True):  # the new compile has the core
             old.stop()
@@ -125,10 +126,10 @@ class BackgroundCompile:
                 lines = log.read_text(errors="replace").strip().splitlines()
                 self.error = lines[-1] if lines else "exit status {}".format(code)
                 return
-            self._compiled = True
+            self._saved = True
             self.seconds = time.perf_counter() - self._start
         except Exception as error:  # the graph runs on
-            self.error = "{}: {}".format(type(error).__name__, backends._first_line(error))
+            self.error = _message(error)
         finally:
             for path in (job, log):
                 path.unlink(missing_ok=True)
@@ -145,15 +146,13 @@ class BackgroundCompile:
         """The compiled function (flat tensors -> list of tensors), loaded from the
         package on the first call after the compile has ended; ``None`` while it
         runs, or when it failed (see ``error``)."""
-        if not self.done or self._compiled is None:
-            return None
-        if self._compiled is True:
+        if self._loaded is None and self._saved and self.done:
+            self._saved = False  # (loaded once, or not at all)
             try:
-                self._compiled = backends.load_package(backends.package_path(self.key))
+                self._loaded = backends.load_package(backends.package_path(self.key))
             except Exception as error:  # a package that does not load: the graph runs on
-                self.error = "{}: {}".format(type(error).__name__, backends._first_line(error))
-                self._compiled = None
-        return self._compiled
+                self.error = _message(error)
+        return self._loaded
 
     def wait(self, timeout: Optional[float] = None) -> Optional[Callable]:
         """Wait for the compile to end (at most ``timeout`` seconds); :meth:`result`."""
@@ -172,6 +171,10 @@ class BackgroundCompile:
             if self.process is not None and self.process.poll() is None:
                 self.process.kill()
         self._thread.join()
+
+
+def _message(error: Exception) -> str:
+    return "{}: {}".format(type(error).__name__, backends._first_line(error))
 
 
 def _running(detached: bool = False) -> List[BackgroundCompile]:
