@@ -337,12 +337,18 @@ class ChainDriver:
                 self.state,
                 self.mode,
                 self._tell,
+                self._may_compile,
             )
             self._compile_seconds += time.perf_counter() - begin
             if self.state.codes.device.type == "cpu":
                 fn = _ThreadTuned(fn)
             self._compiled[key] = fn
         return fn
+
+    def _may_compile(self) -> bool:
+        """Whether a background compile may start: not during an adapting warmup (see
+        :class:`~pyro_gwg.compile.transition.BackgroundTransition`)."""
+        return self.adaptation is None or not self.warming_up
 
     def _tell(self, message: Optional[str]) -> None:
         if self.on_compile is not None:
@@ -367,10 +373,7 @@ class ChainDriver:
         if start < self.num_warmup:
             if self.adaptation is not None:
                 self.state = self.adaptation.update(start, self.state, info)
-                key = self._key_of_static()
-                if key != self._static_key:  # a new transition from now on
-                    self._retire(self._static_key)
-                    self._static_key = key
+                self._static_key = self._key_of_static()  # (a new transition, if changed)
         else:  # counted in blocks (see moves)
             self._unobserved.append((info, self.state.codes))
             if len(self._unobserved) == UNOBSERVED_STEPS:
@@ -392,19 +395,13 @@ class ChainDriver:
             self._moves.observe(stacked, torch.stack(codes, 1))
 
     # ------------------------------------------------------------------ compilation
-    def _background(self, static_key: Optional[tuple] = None) -> List[BackgroundTransition]:
+    def _background(self) -> List[BackgroundTransition]:
         found = []
-        for key, fn in self._compiled.items():
+        for fn in self._compiled.values():
             fn = getattr(fn, "fn", fn)  # (under _ThreadTuned)
-            if isinstance(fn, BackgroundTransition) and static_key in (None, key[1:]):
+            if isinstance(fn, BackgroundTransition):
                 found.append(fn)
         return found
-
-    def _retire(self, static_key: tuple) -> None:
-        """The transitions built with ``static_key`` will not run again: stop their
-        background compiles."""
-        for transition in self._background(static_key):
-            transition.stop()
 
     @property
     def compile_seconds(self) -> float:

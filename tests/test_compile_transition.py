@@ -150,13 +150,46 @@ def test_a_package_that_fails_hands_back_to_the_graph_with_a_warning(monkeypatch
         _steps(kernel, 10, seed=0)
 
 
-def test_the_warmup_transition_stops_its_compile_when_warmup_ends(monkeypatch):
+def test_an_adapting_warmup_starts_no_compile_and_sampling_starts_one(monkeypatch):
     _fake_background(monkeypatch, lambda graph: graph, calls=10**6)  # never done
+    made, started = [], []  # transitions; (transition, its call) of each compile start
+    init = transition.BackgroundTransition.__init__
+    start = transition.BackgroundTransition._start_compile
+
+    def record_init(self, *args):
+        made.append(self)
+        init(self, *args)
+
+    def record_start(self):
+        started.append((made.index(self), self.calls))
+        start(self)
+
+    monkeypatch.setattr(transition.BackgroundTransition, "__init__", record_init)
+    monkeypatch.setattr(transition.BackgroundTransition, "_start_compile", record_start)
     model, args = SUITE["coupled_binary_field"]
-    kernel = GWG(model, num_flips="auto")
-    MCMC(kernel, num_samples=30, warmup_steps=20, disable_progbar=True).run(*args)
-    warmup, sampling = _FakeCompile.started  # num_flips adapts: two transitions
-    assert warmup.stopped and not sampling.stopped
+    for num_flips, warmup in (("auto", 20), (2, 20), ("auto", 0)):
+        made.clear()
+        started.clear()
+        kernel = GWG(model, num_flips=num_flips)
+        MCMC(kernel, num_samples=30, warmup_steps=warmup, disable_progbar=True).run(*args)
+        if num_flips == "auto" and warmup:  # the warmup transition (bound D) compiles not
+            assert len(made) == 2 and started == [(1, 1)]
+        else:  # one transition, whose compile starts at its capture (its second call)
+            assert len(made) == 1 and started == [(0, 1)]
+    # a transition captured while the driver says no starts its compile at its first
+    # call after the driver says yes
+    _FakeCompile.started = []
+    made.clear()
+    started.clear()
+    allowed = [False]
+    kernel = _kernel("coupled_binary_field", 4)
+    kernel.driver._may_compile = lambda: allowed[0]
+    _steps(kernel, 5, seed=0)
+    assert made[0].form == "graph" and started == [] and made[0].deferred is not None
+    allowed[0] = True
+    info, codes, _ = _steps(kernel, 3, seed=0)
+    assert started == [(0, 5)] and len(_FakeCompile.started) == 1
+    assert made[0].deferred is None and codes.shape == (4, 3, 5)
 
 
 def test_a_one_step_run_captures_nothing(monkeypatch):

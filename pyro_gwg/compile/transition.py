@@ -101,6 +101,7 @@ def compile_transition(
     state: NamedTuple,
     mode: Mode,
     on_compile: Optional[Callable[[Optional[str]], None]] = None,
+    may_compile: Callable[[], bool] = lambda: True,
 ) -> Callable:
     """``state -> (state, info, extras)``: ``body_of(step)`` in the form ``mode`` runs.
 
@@ -114,6 +115,8 @@ def compile_transition(
     :param callable on_compile: told a short message when a compilation starts (a
         runner shows it in its progress bar) and ``None`` when the compiled form
         takes over, or ``None``.
+    :param callable may_compile: with ``mode.background``, whether a background
+        compile may start now (see :class:`BackgroundTransition`).
     :returns: the function; with ``mode.background`` a :class:`BackgroundTransition`.
     """
     eager = body_of(eager_step)
@@ -122,7 +125,7 @@ def compile_transition(
         return eager
     flat = _flat(body_of, build, static, density, state)
     if mode.background:
-        return BackgroundTransition(eager, flat, on_compile)
+        return BackgroundTransition(eager, flat, on_compile, may_compile)
     if mode.backend != "graph":
         short = backends.announce(
             "AOTInductor" if mode.backend == "aot" else "TorchInductor (make_fx)", AOT_SECONDS
@@ -156,16 +159,25 @@ class BackgroundTransition:
     in the disk cache is loaded at the capture. Every form draws the same random
     numbers for the same state, so the chains do not depend on when the switch comes.
 
+    The compile starts at the first call at which ``may_compile()`` is true: the driver
+    says no during an adapting warmup, whose transitions change with the adapted
+    settings (the number of flips, say) and last a few hundred steps, far less than a
+    compile; the transition in force when warmup ends starts its compile then.
+
     :ivar float blocking_seconds: seconds the calls spent capturing and loading
         (the chains waited for them).
     :ivar compile: the background compile while it runs, or ``None``.
     :ivar str form: what runs now: ``"eager"``, ``"graph"`` or ``"aot"``.
     """
 
-    def __init__(self, eager: Callable, flat: _Flat, on_compile) -> None:
+    def __init__(
+        self, eager: Callable, flat: _Flat, on_compile, may_compile: Callable[[], bool]
+    ) -> None:
         self.current = eager
         self.flat = flat
         self.on_compile = on_compile
+        self.may_compile = may_compile
+        self.deferred: Optional[tuple] = None  # (graph, example, key) of a compile to start
         self.graph: Optional[Callable] = None
         self.compile: Optional[BackgroundCompile] = None
         self.compiled_by: Optional[BackgroundCompile] = None  # (once it has ended)
@@ -177,7 +189,9 @@ class BackgroundTransition:
         if self.compile is not None and self.compile.done:
             self._switch()
         elif self.calls == 1:  # the second call: capture (a one-step run never does)
-            self._capture(state)
+            self._blocking(self._capture_from, state)
+        elif self.deferred is not None and self.may_compile():
+            self._blocking(self._start_compile)
         self.calls += 1
         return self.current(state)
 
@@ -186,10 +200,10 @@ class BackgroundTransition:
         """Seconds from the start of the background compile to its package's load."""
         return None if self.compiled_by is None else self.compiled_by.seconds
 
-    def _capture(self, state: NamedTuple) -> None:
+    def _blocking(self, work: Callable, *args) -> None:
         begin = time.perf_counter()
         try:
-            self._capture_from(state)
+            work(*args)
         finally:
             self.blocking_seconds += time.perf_counter() - begin
 
@@ -223,9 +237,15 @@ class BackgroundTransition:
             logger.info("loaded a compiled transition from %s", backends.cache_dir())
             self._use(cached)
         elif enabled():
-            self.compile = BackgroundCompile(graph, example, key)
-            if self.on_compile is not None:
-                self.on_compile("compiling in the background")
+            self.deferred = (graph, example, key)
+            if self.may_compile():
+                self._start_compile()
+
+    def _start_compile(self) -> None:
+        deferred, self.deferred = self.deferred, None
+        self.compile = BackgroundCompile(*deferred)
+        if self.on_compile is not None:
+            self.on_compile("compiling in the background")
 
     def _switch(self) -> None:
         compile_, self.compile = self.compile, None
@@ -263,9 +283,3 @@ class BackgroundTransition:
         disk cache (see :meth:`~pyro_gwg.compile.background.BackgroundCompile.detach`)."""
         if self.compile is not None and not self.compile.done:
             self.compile.detach()
-
-    def stop(self) -> None:
-        """The transition will not run again (warmup has ended): stop its compile."""
-        if self.compile is not None and not self.compile.done:
-            self.compile.stop()
-            self.compile = None
