@@ -99,6 +99,7 @@ from peers import (
     target_name,
     thread_env,
     user_model,
+    wait_for_compiles,
 )
 
 HERE = Path(__file__).resolve().parent
@@ -312,44 +313,6 @@ def environment(**values: str) -> Iterator[None]:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
-
-
-def compile_processes() -> List[int]:
-    """The ids of this process's child processes that run pyro-gwg (its background
-    compiler)."""
-    children = []
-    for task in Path("/proc/self/task").iterdir():
-        try:
-            children += (task / "children").read_text().split()
-        except OSError:
-            continue
-    found = []
-    for pid in children:
-        try:
-            command = Path("/proc", pid, "cmdline").read_bytes()
-        except OSError:
-            continue
-        if b"pyro_gwg" in command:
-            found.append(int(pid))
-    return found
-
-
-def wait_for_compiles(timeout: float) -> Dict[str, object]:
-    """Wait until no background compile process of the library runs (at most
-    ``timeout`` seconds); return the wait and the files of the cache."""
-    start = time.perf_counter()
-    while compile_processes() and time.perf_counter() - start < timeout:
-        time.sleep(0.2)
-    return {
-        "waited_s": time.perf_counter() - start,
-        "still_compiling": bool(compile_processes()),
-        "cache_files": cache_files(),
-    }
-
-
-def cache_files() -> List[str]:
-    root = Path(os.environ["PYRO_GWG_CACHE_DIR"])
-    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
 
 
 def default_mcmc(model, chains: int, num_samples: int, warmup: int, thinning: int = 1):

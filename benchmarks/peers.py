@@ -16,12 +16,18 @@ sampled by
   and run by ``pyro_gwg.MCMC(GWG(model, num_flips="auto"), num_samples, warmup_steps=``
   :data:`GWG_WARMUP` ``, num_chains=C)`` with every other argument at its default
   (``num_flips`` adapted toward acceptance 0.574 in warmup, then frozen; ``--num-flips``
-  fixes it; ``jit_compile="auto"``, whose cost model chooses between ``torch.jit.trace``
-  and AOTInductor). A pilot run of :data:`GWG_PILOT` draws measures this path's
+  fixes it; ``jit_compile="auto"``: the first step eager, then the captured graph of
+  the transition while AOTInductor compiles it in a background process, then the
+  compiled package). A pilot run of :data:`GWG_PILOT` draws measures this path's
   sampling rate; the measured run asks for as many draws as fill ``--budget``, and
-  its set-up, warmup (with any compilation) and sampling times are reported apart.
-  The worker starts with an empty cache of compiled transitions, so the pilot pays
-  any first compilation;
+  its set-up, warmup and sampling times are reported apart. The worker starts with an
+  empty cache of compiled transitions: this row is a first run on a fresh machine
+  (the measured run switches to the package only if the compile the pilot started
+  ends within it);
+* ``gwg_cached``: the same path, run again once the background compile the pilot
+  started has landed in the disk cache (the worker waits for it, at most
+  :data:`COMPILE_TIMEOUT` seconds, then pilots again): every later run of the same
+  transition, as a user gets it from the second run on;
 * ``gwg_tuned``: the same with the best tuned setting, ``jit_compile="inductor"``
   (AOTInductor from the first step: the compile time is paid whatever the run's
   length), labelled as such;
@@ -76,9 +82,13 @@ from typing import Dict, List, Optional
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-SAMPLERS = ("gwg", "gwg_tuned", "numpyro", "pymc")
-#: ``jit_compile`` of each GWG row: the default, and the best tuned setting (labelled so)
-GWG_JIT = {"gwg": "auto", "gwg_tuned": "inductor"}
+SAMPLERS = ("gwg", "gwg_cached", "gwg_tuned", "numpyro", "pymc")
+#: ``jit_compile`` of each GWG row: the default (a first run, and a run after the
+#: library's background compile of the same transition has landed in its disk cache),
+#: and the best tuned setting (labelled so)
+GWG_JIT = {"gwg": "auto", "gwg_cached": "auto", "gwg_tuned": "inductor"}
+#: seconds ``gwg_cached`` waits at most for the library's background compile
+COMPILE_TIMEOUT = 300.0
 #: GWG ``num_flips`` per target (``--num-flips`` overrides): adapted during warmup
 NUM_FLIPS = {"10": "auto", "40": "auto", "rbm": "auto"}
 #: GWG warmup steps (they adapt ``num_flips``; untimed, reported with the compile time)
@@ -209,14 +219,53 @@ def user_model(target: Dict[str, object], rbm_path: Path):
     return model, "x"
 
 
+def compile_processes() -> List[int]:
+    """The ids of this process's child processes that run pyro-gwg (its background
+    compiler)."""
+    children = []
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            children += (task / "children").read_text().split()
+        except OSError:
+            continue
+    found = []
+    for pid in children:
+        try:
+            command = Path("/proc", pid, "cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"pyro_gwg" in command:
+            found.append(int(pid))
+    return found
+
+
+def wait_for_compiles(timeout: float) -> Dict[str, object]:
+    """Wait until no background compile process of the library runs (at most
+    ``timeout`` seconds); return the wait and the files of the cache."""
+    start = time.perf_counter()
+    while compile_processes() and time.perf_counter() - start < timeout:
+        time.sleep(0.2)
+    return {
+        "waited_s": time.perf_counter() - start,
+        "still_compiling": bool(compile_processes()),
+        "cache_files": cache_files(),
+    }
+
+
+def cache_files() -> List[str]:
+    root = Path(os.environ["PYRO_GWG_CACHE_DIR"])
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+
+
 def run_gwg(spec: Dict[str, object]) -> Dict[str, object]:
     """GWG as a user runs it: the model written with ``pyro.plate`` and ``pyro.factor``,
     ``pyro_gwg.MCMC(GWG(model, num_flips=...), num_samples, warmup_steps, num_chains)``
-    with every other argument at its default (``jit_compile="auto"``: the driver's cost
-    model picks the compiler). A short pilot run gives the sampling rate of this path;
-    the measured run then asks for as many draws as fit the budget. Set-up, warmup
-    (adapting ``num_flips``, and compiling where the cost model chose to) and sampling
-    are timed apart by the runner."""
+    with every other argument at its default (``jit_compile="auto"``: compiled in the
+    background), or ``jit_compile`` of :data:`GWG_JIT` for the sampler. A short pilot
+    run gives the sampling rate of this path (for ``gwg_cached``, a second pilot after
+    the first one's background compile has landed in the cache); the measured run then
+    asks for as many draws as fit the budget. Set-up, warmup (adapting ``num_flips``)
+    and sampling are timed apart by the runner."""
     import pyro
     import torch
 
@@ -241,6 +290,10 @@ def run_gwg(spec: Dict[str, object]) -> Dict[str, object]:
         return mcmc
 
     pilot = run(spec["gwg_pilot"])
+    cache = None
+    if spec["sampler"] == "gwg_cached":  # the pilot started the compile: wait for it
+        cache = wait_for_compiles(COMPILE_TIMEOUT)
+        pilot = run(spec["gwg_pilot"])  # the rate of the compiled step, from the cache
     seconds_per_step = pilot.timing["sampling"] / spec["gwg_pilot"]
     steps = max(int(spec["budget_s"] / seconds_per_step), spec["gwg_pilot"])
     thin = max(1, math.ceil(steps * chains * coords / MAX_STORED_BYTES))
@@ -256,6 +309,8 @@ def run_gwg(spec: Dict[str, object]) -> Dict[str, object]:
         "warmup_s": timing["warmup"],
         "sampling_s": timing["sampling"],
         "pilot_timing": dict(pilot.timing),
+        "timing": dict(timing),
+        "cache": cache,
         "steps": steps,
         "thinning": thin,
         "accept_rate": float(stats["accepted"].float().mean()),
@@ -385,7 +440,13 @@ def run_pymc(spec: Dict[str, object]) -> Dict[str, object]:
     }
 
 
-WORKERS = {"gwg": run_gwg, "gwg_tuned": run_gwg, "numpyro": run_numpyro, "pymc": run_pymc}
+WORKERS = {
+    "gwg": run_gwg,
+    "gwg_cached": run_gwg,
+    "gwg_tuned": run_gwg,
+    "numpyro": run_numpyro,
+    "pymc": run_pymc,
+}
 
 
 def worker_main(spec_json: str) -> None:
@@ -563,42 +624,60 @@ def _lookup(runs, sampler: str, target: str, chains: int) -> Optional[Dict[str, 
     return None
 
 
+def numpyro_factor(target: str, chains: int) -> Optional[float]:
+    """The ESS/s ratio over NumPyro that GWG's default path must reach (issue 29): 2x on
+    the 40 x 40 lattice at theta >= 0.4, 0.7x (16 chains) and 1.5x (256 chains) on the
+    10 x 10 lattice there, 5x on the RBM; ``None`` where none is set."""
+    if target.startswith("RBM"):
+        return 5.0
+    theta = float(target.split("theta=")[1])
+    if theta < 0.4:
+        return None
+    if target.startswith("Ising L=10 "):
+        return 0.7 if chains <= 16 else 1.5
+    return 2.0
+
+
 def check_targets(runs, chain_counts) -> List[Dict[str, object]]:
-    """The targets of issue 15, for GWG through the public API with defaults: ESS/s at
-    least 2x NumPyro's at theta >= 0.4, at least 5x NumPyro's on the RBM, at least 10x
-    PyMC's everywhere (equal chain counts); ``ratio_tuned`` is the same ratio for the
-    tuned row, where there is one."""
+    """The targets for GWG through the public API with defaults, equal chain counts:
+    ESS/s over NumPyro's at least :func:`numpyro_factor`, over PyMC's at least 10x.
+    ``met`` is for the first run (``gwg``, uncached), ``met_cached`` for later runs
+    (``gwg_cached``); ``ratio_tuned`` is the tuned row's ratio, where there is one."""
     checks = []
     for target in sorted({r["target"] for r in runs}):
         for chains in chain_counts:
             gwg = _lookup(runs, "gwg", target, chains)
             if gwg is None:
                 continue
-            theta = float(target.split("theta=")[1]) if "theta=" in target else None
             wanted = [("pymc", 10.0)]
-            if target.startswith("RBM"):
-                wanted.append(("numpyro", 5.0))
-            elif theta >= 0.4:
-                wanted.append(("numpyro", 2.0))
+            factor = numpyro_factor(target, chains)
+            if factor is not None:
+                wanted.append(("numpyro", factor))
             for peer, factor in wanted:
                 other = _lookup(runs, peer, target, chains)
                 if other is None:
                     continue
-                ratio = gwg["ess_per_s"] / max(other["ess_per_s"], 1e-12)
+                ratios = {
+                    name: None if run is None else run["ess_per_s"] / max(other["ess_per_s"], 1e-12)
+                    for name, run in (
+                        ("ratio", gwg),
+                        ("ratio_cached", _lookup(runs, "gwg_cached", target, chains)),
+                        ("ratio_tuned", _lookup(runs, "gwg_tuned", target, chains)),
+                    )
+                }
                 pooled = gwg["ess_pooled_per_s"] / max(other["ess_pooled_per_s"], 1e-12)
-                tuned = _lookup(runs, "gwg_tuned", target, chains)
                 checks.append(
                     {
                         "target": target,
                         "chains": chains,
                         "against": peer,
                         "required_ratio": factor,
-                        "ratio": ratio,
+                        **ratios,
                         "ratio_pooled": pooled,
-                        "ratio_tuned": None
-                        if tuned is None
-                        else tuned["ess_per_s"] / max(other["ess_per_s"], 1e-12),
-                        "met": ratio >= factor,
+                        "met": ratios["ratio"] >= factor,
+                        "met_cached": None
+                        if ratios["ratio_cached"] is None
+                        else ratios["ratio_cached"] >= factor,
                     }
                 )
     return checks
@@ -683,23 +762,37 @@ def table(results: Dict[str, object]) -> str:
                 "{:.2f}".format(run["accept_rate"]) if "accept_rate" in run else "-",
             )
         )
-    lines += ["", "Targets (GWG ESS/s over the peer's, equal chain counts):", ""]
     lines += [
-        "| target | chains | against | required | ratio | ratio, pooled ESS | met | ratio, tuned |",
-        "|---|---:|---|---:|---:|---:|---|---:|",
+        "",
+        "Targets (GWG ESS/s over the peer's, equal chain counts; `first run`: `gwg`, "
+        "a fresh cache; `later runs`: `gwg_cached`):",
+        "",
     ]
+    lines += [
+        "| target | chains | against | required | first run | pooled ESS | met | "
+        "later runs | met | tuned |",
+        "|---|---:|---|---:|---:|---:|---|---:|---|---:|",
+    ]
+
+    def ratio(value: Optional[float]) -> str:
+        return "-" if value is None else "{:.2f}x".format(value)
+
+    def met(value: Optional[bool]) -> str:
+        return "-" if value is None else ("yes" if value else "**no**")
+
     for check in results["targets"]:
-        tuned = check.get("ratio_tuned")
         lines.append(
-            "| {} | {} | {} | {:g}x | {:.2f}x | {:.2f}x | {} | {} |".format(
+            "| {} | {} | {} | {:g}x | {} | {} | {} | {} | {} | {} |".format(
                 check["target"],
                 check["chains"],
                 check["against"],
                 check["required_ratio"],
-                check["ratio"],
-                check["ratio_pooled"],
-                "yes" if check["met"] else "**no**",
-                "-" if tuned is None else "{:.2f}x".format(tuned),
+                ratio(check["ratio"]),
+                ratio(check["ratio_pooled"]),
+                met(check["met"]),
+                ratio(check.get("ratio_cached")),
+                met(check.get("met_cached")),
+                ratio(check.get("ratio_tuned")),
             )
         )
     return "\n".join(lines) + "\n"
@@ -708,8 +801,11 @@ def table(results: Dict[str, object]) -> str:
 def _sampler_label(run: Dict[str, object]) -> str:
     if run["sampler"] not in GWG_JIT:
         return run["sampler"]
-    tuned = ", tuned: jit_compile='inductor'" if run["sampler"] == "gwg_tuned" else ""
-    return "{} (N = {}{})".format(run["sampler"], run["settings"]["num_flips"], tuned)
+    note = {
+        "gwg_tuned": ", tuned: jit_compile='inductor'",
+        "gwg_cached": ", default, compiled package from the disk cache",
+    }.get(run["sampler"], "")
+    return "{} (N = {}{})".format(run["sampler"], run["settings"]["num_flips"], note)
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:

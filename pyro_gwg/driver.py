@@ -265,6 +265,7 @@ class ChainDriver:
         observe: Optional[Observer] = None,
         every: int = 1,
         code_dtype: torch.dtype = torch.long,
+        states: Optional[list] = None,
     ) -> None:
         """``num_steps`` transitions of every chain.
 
@@ -275,6 +276,8 @@ class ChainDriver:
             algorithm go one at a time.
         :param torch.dtype code_dtype: integer type of the ``codes`` handed to
             ``observe``.
+        :param list states: a list the state after each transition is appended to, or
+            ``None``.
         """
         self._check_started("run")
         end = self.t + int(num_steps)
@@ -282,12 +285,14 @@ class ChainDriver:
             start = self.t
             if self.adaptation is not None and self.warming_up:  # one adapted step
                 info, _ = self.step()
+                if states is not None:
+                    states.append(self.state)
                 info = type(info)(*(field.unsqueeze(1) for field in info))
                 codes = self.state.codes.to(code_dtype).unsqueeze(1)
                 log_joint = self.state.log_joint.unsqueeze(1)
             else:
                 size = min(every, end - start, self._to_phase_end())
-                info, codes, log_joint = self._block(size, code_dtype)
+                info, codes, log_joint = self._block(size, code_dtype, states)
                 self.t += size
                 first = max(self.num_warmup - start, 0)
                 if first == 0:
@@ -305,21 +310,24 @@ class ChainDriver:
         return self.num_warmup - self.t if self.warming_up else 1 << 62
 
     def _block(
-        self, num_steps: int, code_dtype: torch.dtype
+        self, num_steps: int, code_dtype: torch.dtype, kept: Optional[list] = None
     ) -> Tuple[NamedTuple, torch.Tensor, torch.Tensor]:
         """``num_steps`` calls of the one-step function; their statistics, states and log
-        joints stacked once for the block (one operator per field, not per step)."""
+        joints stacked once for the block (one operator per field, not per step); the
+        states appended to ``kept`` (a list, or ``None``)."""
         step = self._step_function(None)
         state = self.state
-        infos, codes, log_joint = [], [], []
+        infos, states = [], []
         for _ in range(num_steps):
             state, info, _ = step(state)
             infos.append(info)
-            codes.append(state.codes)
-            log_joint.append(state.log_joint)
+            states.append(state)
         self.state = state
+        if kept is not None:
+            kept.extend(states)
         stacked = type(infos[0])(*(torch.stack(field, 1) for field in zip(*infos)))
-        return stacked, torch.stack(codes, 1).to(code_dtype), torch.stack(log_joint, 1)
+        codes = torch.stack([s.codes for s in states], 1).to(code_dtype)
+        return stacked, codes, torch.stack([s.log_joint for s in states], 1)
 
     def _step_function(self, extras: Optional[Callable[[NamedTuple], tuple]]) -> Callable:
         """The one-step function ``state -> (state, info, extras(state))`` in force,

@@ -8,6 +8,7 @@ import pyro.distributions as dist
 import pytest
 import torch
 from exactness import assert_exact, draw_codes
+from small_models import SUITE
 from pyro.infer import MCMC
 from pyro.infer.autoguide.initialization import init_to_value
 
@@ -304,3 +305,56 @@ def test_a_large_constant_term_leaves_sampling_and_enumeration_exact():
     pyro.set_rng_seed(0)
     codes = draw_codes(GWG(large_constant(1e7)), 16, 800, 50)
     assert_exact(codes, exact)
+
+
+# ------------------------------------------------------- pyro.infer.MCMC: draws in blocks
+def _pyro_draws(model, args, num_samples, warmup_steps, kernel=None):
+    pyro.set_rng_seed(5)
+    kernel = kernel or GWG(model, num_flips=2)
+    mcmc = MCMC(kernel, num_samples=num_samples, warmup_steps=warmup_steps)
+    mcmc.run(*args)
+    return mcmc.get_samples()["x"], mcmc.diagnostics()
+
+
+@pytest.mark.parametrize("warmup_steps", [0, 7])
+def test_draws_served_from_blocks_are_those_of_single_steps(monkeypatch, warmup_steps):
+    from pyro_gwg.kernels import base
+
+    model, args = SUITE["coupled_binary_field"]
+    blocks = _pyro_draws(model, args, 150, warmup_steps)
+    monkeypatch.setattr(base, "UNOBSERVED_STEPS", 1)  # every draw a single step
+    single = _pyro_draws(model, args, 150, warmup_steps)
+    assert torch.equal(blocks[0], single[0])
+    for name in ("accepted", "accept_prob", "num_changed", "log_joint"):
+        assert torch.equal(blocks[1][name]["chain 0"], single[1][name]["chain 0"]), name
+    assert blocks[1]["acceptance rate"] == single[1]["acceptance rate"]
+
+
+def test_a_restart_from_other_values_drops_the_steps_computed_ahead():
+    model, args = SUITE["coupled_binary_field"]
+    kernel = GWG(model, num_flips=2)
+    kernel.setup(3, *args)
+    params = kernel.initial_params
+    for _ in range(40):
+        params = kernel.sample(params)
+    assert 40 < kernel.driver.t < 80  # steps computed ahead, fewer than twice the draws
+    # the kernel's state is the last draw's, not the newest step computed
+    assert torch.equal(kernel.current_values()["x"][0].to(params["x"].dtype), params["x"])
+    assert kernel.state is not kernel.driver.state
+    served = kernel.state
+    kernel.refresh()  # a re-evaluation goes on from the last draw too
+    assert torch.equal(kernel.driver.state.codes, served.codes) and kernel.driver.t == 40
+    for _ in range(5):
+        params = kernel.sample(params)
+    other = {"x": 1.0 - params["x"]}
+    expected = kernel.energy.codes_from_values(kernel.energy.with_chain_dim(other))
+    starts = []
+    init = kernel.driver.init
+    kernel.driver.init = lambda codes: starts.append(codes) or init(codes)
+    params = kernel.sample(other)
+    assert len(starts) == 1 and torch.equal(starts[0], expected)
+    assert kernel.driver.t == 46  # the chain goes on from the step counter of the draw
+    for _ in range(10):  # continuing: no restart, draws in blocks again
+        params = kernel.sample(params)
+    assert len(starts) == 1
+    assert kernel.diagnostics()["accepted"].shape == (56 - 3,)

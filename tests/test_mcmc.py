@@ -503,7 +503,7 @@ def test_kernel_statistics_are_stored_compactly_with_the_same_diagnostics(num_ch
     kernel = GWG(model)
     kernel.vectorized_chains = num_chains
     kernel.setup(4, y)
-    infos, step = [], kernel.driver.step
+    infos, step, run = [], kernel.driver.step, kernel.driver.run
 
     def recording(extras=None):  # every step's statistics, as the driver hands them out
         info, values = step(extras)
@@ -511,11 +511,21 @@ def test_kernel_statistics_are_stored_compactly_with_the_same_diagnostics(num_ch
         infos[-1]["log_joint"] = kernel.state.log_joint.clone()
         return info, values
 
-    kernel.driver.step = recording
+    def recording_blocks(num_steps, observe, every=1):  # (the steps computed ahead)
+        def tee(t, info, codes, log_joint):
+            for i in range(codes.shape[1]):
+                infos.append({k: v[:, i].clone() for k, v in info._asdict().items()})
+                infos[-1]["log_joint"] = log_joint[:, i].clone()
+            observe(t, info, codes, log_joint)
+
+        run(num_steps, tee, every)
+
+    kernel.driver.step, kernel.driver.run = recording, recording_blocks
     params = kernel.initial_params
     for _ in range(4 + 300):  # 300 draws: the buffers grow several times
         params = kernel.sample(params)
-    infos = infos[4:]
+    assert len(infos) >= 4 + 300  # (steps computed ahead of the draws at the end)
+    infos = infos[4 : 4 + 300]
     diag = kernel.diagnostics()
     names = {"accepted", "accept_prob", "num_changed", "energy_evals", "grad_evals", "log_joint"}
     assert set(diag) == names | {"divergences", "acceptance rate"}

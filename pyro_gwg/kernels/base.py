@@ -57,6 +57,18 @@ class HeldInitialParams:
         self._initial_params = params
 
 
+class _Block(NamedTuple):
+    """Transitions computed for :meth:`DiscreteKernel.sample`, served one per call."""
+
+    info: NamedTuple  # the step statistics, fields [C, n]
+    codes: torch.Tensor  # [C, n, D]
+    log_joint: torch.Tensor  # [C, n]
+    values: Optional[Dict[str, torch.Tensor]]  # model values [n, ...], or None (n = 1)
+    accepted: List[int]  # chains that moved, per step
+    recorded: int  # steps whose statistics are written (or are warmup steps)
+    states: List[NamedTuple]  # the chains' state after each step
+
+
 class DiscreteKernel(HeldInitialParams, MCMCKernel):
     """Base class of the pyro-gwg kernels; works with :class:`pyro.infer.MCMC`.
 
@@ -359,7 +371,10 @@ class DiscreteKernel(HeldInitialParams, MCMCKernel):
         self._phase_draws = 0
         self._draw_stats: Dict[str, torch.Tensor] = {}  # [capacity, C] rows (see _record)
         self._num_recorded = 0
-        self._unrecorded: List[tuple] = []  # (info, log_joint) of draws not yet written
+        self._ahead: Optional[_Block] = None  # the block the draws are served from
+        self._next = 0  # its next draw
+        self._ahead_size = 1
+        self._served = 0  # draws served since setup
 
     def setup(self, warmup_steps: int, *args, **kwargs) -> None:
         self.setup_given(warmup_steps, None, *args, **kwargs)
@@ -418,32 +433,91 @@ class DiscreteKernel(HeldInitialParams, MCMCKernel):
         return True
 
     def sample(self, params: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+        """One draw of Pyro's MCMC protocol: the transition :class:`pyro_gwg.MCMC
+        <pyro_gwg.mcmc.MCMC>` runs (and its package in the disk cache), from ``params``.
+
+        A kernel that conditions on nothing (no ``given`` sites) and is not adapting
+        runs its transitions in blocks, served one draw per call: 1, 2, 4, ... up to
+        :data:`~pyro_gwg.driver.UNOBSERVED_STEPS` steps as the calls continue the chain
+        (so that a run of ``n`` draws computes fewer than ``2n`` steps), the model
+        values decoded and the statistics recorded once per block. The blocks call the
+        same one-step function in the same order, so the draws are those of single
+        steps; steps computed ahead are dropped when the caller restarts the chain
+        from other values.
+        """
         driver = self.driver
         given = self.energy.given_names
         if given:  # the values the model is conditioned on (see setup_given)
             self.energy.set_given({name: params[name] for name in given})
+        if not self._current(params):  # the caller changed the state: start from it
+            self._drop_ahead()
             own = {name: params[name] for name in self._param_names}
-            if all(own[name] is value for name, value in self._params.items()):
-                params = self._params
-                self.refresh()  # the same state, whose log density changed
-            else:
-                params = own
-        if params is not self._params:  # the caller changed the state: start from it
-            driver.init(self.energy.codes_from_values(self._with_chain_dim(params)))
-        if driver.t == driver.num_warmup:  # first draw after warmup: count afresh
+            driver.init(self.energy.codes_from_values(self._with_chain_dim(own)))
+        elif given:
+            self.refresh()  # the same state, whose log density changed
+        block = self._ahead
+        if block is None or self._next == len(block.accepted):
+            block = self._run_ahead(given)
+        i = self._next
+        self._next += 1
+        self._served += 1
+        if self._served == driver.num_warmup + 1:  # first draw after warmup: count afresh
             self._phase_accepted = self._phase_draws = 0
-        warmup = driver.warming_up
-        # the transition pyro_gwg.MCMC runs (and its package in the disk cache): the
-        # model values are decoded here, from the codes, and only when they changed
-        info, _ = driver.step()
-        accepted = int(info.accepted.sum())
+        accepted = block.accepted[i]
         self._phase_accepted += accepted
-        self._phase_draws += info.accepted.numel()
-        if not warmup:
-            self._record(info)
+        self._phase_draws += self.vectorized_chains
         if accepted:
-            self._params = self._params_from_codes(driver.state.codes)
+            if block.values is None:  # (a single step: decoded only when it moved)
+                self._params = self._params_from_codes(block.codes[:, i])
+            else:
+                self._params = {k: v[i] for k, v in block.values.items()}
         return self._params
+
+    def _current(self, params: Dict[str, torch.Tensor]) -> bool:
+        """Whether ``params`` hold the values of the last draw (the same tensors)."""
+        mine = self._params
+        return params is mine or all(params.get(name) is value for name, value in mine.items())
+
+    def _run_ahead(self, given) -> _Block:
+        """The next block of transitions (see :meth:`sample`), after the statistics of
+        the last one are recorded."""
+        self._record_served()
+        driver = self.driver
+        adapting = driver.adaptation is not None and driver.warming_up
+        size = 1 if given or adapting else self._ahead_size
+        self._ahead_size = min(2 * size, UNOBSERVED_STEPS)
+        if size == 1:
+            info, _ = driver.step()
+            states = [driver.state]
+            info = type(info)(*(field.unsqueeze(1) for field in info))
+            codes, log_joint = states[0].codes.unsqueeze(1), states[0].log_joint.unsqueeze(1)
+            values = None
+        else:
+            blocks, states = [], []
+            driver.run(size, lambda t, *block: blocks.append(block), every=size, states=states)
+            if len(blocks) > 1:  # (a block ends with warmup)
+                info = type(blocks[0][0])(*(torch.cat(f, 1) for f in zip(*(b[0] for b in blocks))))
+                codes, log_joint = (torch.cat([b[k] for b in blocks], 1) for k in (1, 2))
+            else:
+                info, codes, log_joint = blocks[0]
+            draws = codes.shape[1]
+            values = self._params_from_codes(codes.transpose(0, 1).flatten(0, 1), draws)
+        accepted = info.accepted.sum(0).tolist()
+        warmup_rows = min(max(driver.num_warmup - self._served, 0), len(accepted))
+        self._ahead = _Block(info, codes, log_joint, values, accepted, warmup_rows, states)
+        self._next = 0
+        return self._ahead
+
+    def _drop_ahead(self) -> None:
+        """Forget the transitions computed ahead of the draws served: the chain goes
+        on from the state and the step counter of the last draw."""
+        block = self._ahead
+        if block is not None:
+            self._record_served()
+            self.driver.t -= len(block.accepted) - self._next
+            self.driver.state = self.state
+            self._ahead = None
+        self._ahead_size = 1
 
     def logging(self) -> Dict[str, str]:
         rate = self._phase_accepted / max(self._phase_draws, 1)
@@ -451,7 +525,7 @@ class DiscreteKernel(HeldInitialParams, MCMCKernel):
 
     def diagnostics(self) -> Dict[str, object]:
         stats: Dict[str, object] = {"divergences": []}
-        self._write_records()
+        self._record_served()
         draws = {k: v[: self._num_recorded] for k, v in self._draw_stats.items()}
         if self.vectorized_chains == 1:
             draws = {k: v.squeeze(-1) for k, v in draws.items()}
@@ -485,43 +559,46 @@ class DiscreteKernel(HeldInitialParams, MCMCKernel):
     def refresh(self) -> None:
         """Re-evaluate the current state, after the model changed under it (for example
         when another kernel moved the sites this kernel conditions on)."""
+        self._drop_ahead()
         self.driver.init(self.driver.state.codes)
 
     def current_values(self) -> Dict[str, torch.Tensor]:
         """Model values of the current state of every chain, ``[C, ...]``, as
         :meth:`pyro_gwg.MCMC.get_samples <pyro_gwg.mcmc.MCMC.get_samples>` gives draws:
         ``Categorical`` sites as ``long`` indices, the others as floats."""
-        return self.energy.values_from_codes(self.driver.state.codes)
+        return self.energy.values_from_codes(self.state.codes)
 
     @property
     def state(self) -> Optional[NamedTuple]:
-        """Current batched kernel state (``codes [C, D]``, ``log_joint [C]``, ...)."""
+        """Current batched kernel state (``codes [C, D]``, ``log_joint [C]``, ...): that
+        of the last draw :meth:`sample` returned (the driver may have computed steps
+        ahead of it, see :meth:`sample`)."""
+        block = self._ahead
+        if block is not None and self._next > 0:
+            return block.states[self._next - 1]
         return self.driver.state if self.driver is not None else None
 
     # --------------------------------------------------------------- helpers
-    def _record(self, info: NamedTuple) -> None:
-        # the statistics of a draw wait in a list, written into one [capacity, C]
-        # tensor per statistic (grown geometrically) a block of draws at a time
-        self._unrecorded.append((info, self.driver.state.log_joint))
-        if len(self._unrecorded) == UNOBSERVED_STEPS:
-            self._write_records()
-
-    def _write_records(self) -> None:
-        if not self._unrecorded:
+    def _record_served(self) -> None:
+        """Write the statistics of the draws after warmup served from the current block
+        and not yet written into one ``[capacity, C]`` tensor per statistic (grown
+        geometrically)."""
+        block = self._ahead
+        if block is None or self._next <= block.recorded:
             return
-        infos, log_joints = zip(*self._unrecorded)
-        self._unrecorded = []
-        row, n = self._num_recorded, len(infos)
-        fields = dict(zip(infos[0]._fields, zip(*infos)), log_joint=log_joints)
+        first, last = block.recorded, self._next
+        self._ahead = block._replace(recorded=last)
+        row, n = self._num_recorded, last - first
+        fields = dict(block.info._asdict(), log_joint=block.log_joint)
         for name, values in fields.items():
-            block = torch.stack(values).detach()
+            rows = values[:, first:last].detach().transpose(0, 1)
             buffer = self._draw_stats.get(name)
             if buffer is None or row + n > buffer.shape[0]:
-                grown = block.new_empty((max(64, 2 * (row + n)),) + tuple(block.shape[1:]))
+                grown = rows.new_empty((max(64, 2 * (row + n)),) + tuple(rows.shape[1:]))
                 if buffer is not None:
                     grown[:row] = buffer[:row]
                 buffer = self._draw_stats[name] = grown
-            buffer[row : row + n] = block
+            buffer[row : row + n] = rows
         self._num_recorded = row + n
 
     def _with_chain_dim(self, values: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
@@ -533,10 +610,15 @@ class DiscreteKernel(HeldInitialParams, MCMCKernel):
     def _param_names(self) -> List[str]:
         return [site.name for site in self.energy.sites]
 
-    def _params_from_codes(self, codes: torch.Tensor) -> Dict[str, torch.Tensor]:
+    def _params_from_codes(self, codes: torch.Tensor, draws: int = 0) -> Dict[str, torch.Tensor]:
+        """Model values of ``codes`` (``[C, D]``; with ``draws``, ``[draws * C, D]``,
+        the values then ``[draws, ...]``), as :meth:`sample` returns them."""
         # float values: pyro.infer.MCMC concatenates samples of all sites
         dtype = torch.get_default_dtype()
         values = self.energy.values_from_codes(codes)
-        if self.vectorized_chains == 1:
-            values = {k: v[0] for k, v in values.items()}
+        chains = self.vectorized_chains
+        if draws:
+            values = {k: v.reshape((draws, chains) + v.shape[1:]) for k, v in values.items()}
+        if chains == 1:
+            values = {k: v.select(int(bool(draws)), 0) for k, v in values.items()}
         return {k: v if v.dtype == dtype else v.to(dtype) for k, v in values.items()}
