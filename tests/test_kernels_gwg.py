@@ -16,7 +16,9 @@ from pyro_gwg.models import lattice_ising
 
 pytestmark = pytest.mark.filterwarnings("ignore:Categorical site")
 
-NUM_CHAINS, NUM_SAMPLES, WARMUP = 32, 1500, 100
+# 64 batched chains of 750 draws: about the draws (and ESS) of 32 x 1500 in half the
+# steps (a step of these tiny models costs little more for 64 chains than for 32)
+NUM_CHAINS, NUM_SAMPLES, WARMUP = 64, 750, 100
 
 
 def _exact(name):
@@ -49,8 +51,13 @@ VARIANTS = {
 }
 
 
+# every variant on mixed_kinds (one site of every kind, in the mixed layout) in CI; on
+# the one-kind models of KIND_COVER too under -m heavy (redundant coverage)
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
-@pytest.mark.parametrize("name", KIND_COVER)
+@pytest.mark.parametrize(
+    "name",
+    [n if n == "mixed_kinds" else pytest.param(n, marks=pytest.mark.heavy) for n in KIND_COVER],
+)
 def test_gwg_variants_match_exact_posterior(name, variant):
     model, args = SUITE[name]
     pyro.set_rng_seed(0)
@@ -141,13 +148,15 @@ def test_exactness_check_fails_for_a_wrong_reverse_move(monkeypatch):
         assert_exact(codes, _exact("one_hot_mixture"))
 
 
-@pytest.mark.parametrize("jit_compile", [False, True])
+# uncompiled GWG in pyro.infer.MCMC is checked against the exact posterior in CI by
+# tests/test_corpus.py's test_pyro_mcmc_chains_match_the_exact_posterior
+@pytest.mark.parametrize("jit_compile", [pytest.param(False, marks=pytest.mark.heavy), True])
 def test_gwg_in_pyro_mcmc_matches_exact_posterior(jit_compile):
     model, args = SUITE["coupled_binary_field"]
     pyro.set_rng_seed(1)
     mcmc = MCMC(
         GWG(model, jit_compile=jit_compile),
-        num_samples=4000,
+        num_samples=2000,
         warmup_steps=200,
         num_chains=2,
         disable_progbar=True,

@@ -20,7 +20,9 @@ from pyro_gwg.models import ising, lattice_couplings, lattice_ising, potts, rand
 
 pytestmark = pytest.mark.filterwarnings("ignore:Categorical site")
 
-NUM_CHAINS, NUM_SAMPLES, WARMUP = 32, 1500, 100
+# 64 batched chains of 750 draws: about the draws (and ESS) of 32 x 1500 in half the
+# steps (a step of these tiny models costs little more for 64 chains than for 32)
+NUM_CHAINS, NUM_SAMPLES, WARMUP = 64, 750, 100
 
 
 def bits_and_categories(y):
@@ -97,13 +99,14 @@ def test_exactness_check_fails_for_pafs_without_the_normalisers(monkeypatch):
         )
 
 
-@pytest.mark.parametrize("kernel_class", [PAS, PAFS])
+# pyro.infer.MCMC's plumbing is the same for both (_PathKernel): PAS's run under -m heavy
+@pytest.mark.parametrize("kernel_class", [pytest.param(PAS, marks=pytest.mark.heavy), PAFS])
 def test_in_pyro_mcmc_matches_exact_posterior(kernel_class):
     model, args = MODELS["one_hot_mixture"]
     pyro.set_rng_seed(1)
     mcmc = MCMC(
         kernel_class(model, num_flips=2, jit_compile=True),
-        num_samples=3000,
+        num_samples=1500,
         warmup_steps=100,
         num_chains=2,
         disable_progbar=True,
@@ -144,8 +147,10 @@ def _adapted(kernel_class, coupling, **settings):
     return kernel, mcmc
 
 
+# the adaptation is _PathKernel's, shared by PAS and PAFS: PAS's (a 100 s run) under
+# -m heavy
 @pytest.mark.slow
-@pytest.mark.parametrize("kernel_class", [PAS, PAFS])
+@pytest.mark.parametrize("kernel_class", [pytest.param(PAS, marks=pytest.mark.heavy), PAFS])
 def test_the_path_length_adapts_to_the_target_and_is_fixed_after_warmup(kernel_class):
     weak, weak_run = _adapted(kernel_class, 0.1)
     strong, strong_run = _adapted(kernel_class, 0.4)
