@@ -60,9 +60,40 @@ warmup_steps=0`` from a fresh ``pyro_gwg.MCMC``, each in a fresh process:
 a few more draws, which starts the background compilation, and waits for it to land
 in the cache), ``cached`` in the next process, with that folder.
 
+The drop-in path (``dropin``): for L = 10 at theta 0.4 and the RBM, in ONE worker
+process with a fresh cache folder of its own, one chain of ``GWG(model)`` (its default
+``num_flips``) run by ``pyro.infer.MCMC(kernel, num_samples, warmup_steps=0,
+disable_progbar=True)`` (``pyro_infer``: Pyro's own runner, whose draws the kernel
+serves from blocks of transitions) and by ``pyro_gwg.MCMC(kernel, num_samples,
+warmup_steps=0, num_chains=1, disable_progbar=True)`` (``pyro_gwg``), every other
+argument at its default. First a ``pyro_gwg.MCMC`` run of :data:`DROPIN_FILL` draws
+starts the background compile, and the worker waits for it to land in the cache; one
+untimed run of each runner then loads the package. Where ``pyro_gwg.MCMC``'s loads
+none (the library refused the capture of the fill's transition, its check against the
+eager step having failed at the fill's state, and ran it eagerly without a compile),
+the fill is tried again from the next seed, up to :data:`DROPIN_FILL_TRIES` times
+(``fill`` in the JSON lists the tries, ``warnings`` the library's warnings).
+Microseconds per draw are the difference of the wall times of ``.run()`` with
+:data:`DROPIN_SHORT` and
+``DROPIN_SHORT + N`` draws over ``N`` (set-up, the capture and load of the compiled
+transition, and the ramp of blocks cancel out), ``N`` filling ``--budget`` seconds at
+the rate a pilot measured (then at the median rate measured so far); the runners are
+interleaved, in reverse order every other round, for ``--dropin-rounds`` rounds; the
+table gives the per-runner medians and the median of the per-round ratios ``ratio =
+pyro_infer_us / pyro_gwg_us`` (issue 29: at most 1.5, ``met``). ``pyro_loop_us`` is
+Pyro's own per-draw loop, measured the same way with a kernel that returns its
+parameters (:class:`step_cost.StillKernel`, a parameter of the model's size), and
+``kernel_us = pyro_infer_us - pyro_loop_us`` the kernel's share, to set against
+``pyro_gwg_us``. ``compiled`` says what was checked of the compiled transition: every
+measured run of each runner logged one load of it from the cache (the library's
+``"loaded a compiled transition"`` message), the cache holds a package, no compile
+process ran after the wait for the fill's nor after the rounds, and the rounds added no
+file to the cache (no compile of their own); ``met`` needs all of it.
+
 The targets of issue 29: the default path per step (cached) within 1.5x of the fused
-floor at L = 10 with 16 chains and on the RBM (``met``), and the first draw in under 2 s
-cached or not. Settings run one after the other; the machine is a loaded 2-core machine
+floor at L = 10 with 16 chains and on the RBM (``met``), the first draw in under 2 s
+cached or not, and the drop-in path within 1.5x of ``pyro_gwg.MCMC`` with one chain.
+Settings run one after the other; the machine is a loaded 2-core machine
 (the library's background compiler takes the second core while it runs), so compare
 numbers within one setting.
 
@@ -70,6 +101,7 @@ Run from the repository root::
 
     python benchmarks/floor.py            # L = 10 and 40 at theta 0.4, 16 and 256 chains, RBM
     python benchmarks/floor.py --quick    # L = 10, 16 chains, short budget
+    python benchmarks/floor.py --dropin-only --budget 4   # the drop-in comparison only
 
 Results go to ``benchmarks/results/floor.json`` (``--output``);
 ``benchmarks/report.py`` puts them into ``benchmarks/RESULTS.md``.
@@ -80,13 +112,16 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import math
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
@@ -122,6 +157,24 @@ TEMPERATURE = 2.0
 UNIFORM_WEIGHT = 0.05
 #: keeps a uniform draw strictly below the total mass (as the library's inverse CDF)
 CDF_MARGIN = 1e-12
+#: the drop-in comparison (see the module docstring): its targets, the draws of the run
+#: that fills the cache, of the short run of each difference (past the ramp of blocks of
+#: 1, 2, 4, ... 64 transitions that pyro.infer.MCMC's draws are served from) and of the
+#: pilot that sizes the long runs, its rounds, and issue 29's largest ratio
+DROPIN_TARGETS = ({"kind": "ising", "size": 10, "theta": 0.4}, {"kind": "rbm"})
+DROPIN_FILL = 300
+#: fills tried, from successive seeds, until ``pyro_gwg.MCMC`` loads a package (a fill
+#: whose transition's capture the library refuses, see the module docstring, starts no
+#: compile)
+DROPIN_FILL_TRIES = 3
+DROPIN_SHORT = 200
+DROPIN_PILOT = 1000
+DROPIN_ROUNDS = 3
+DROPIN_REQUIRED = 1.5
+#: the drop-in comparison's runners, in the order of the first round
+DROPIN_RUNNERS = ("pyro_infer", "pyro_gwg", "pyro_loop")
+#: the message the library logs when a run loads its compiled transition from the cache
+LOADED_MESSAGE = "loaded a compiled transition"
 NOTE = (
     "Measured on a loaded 2-core machine (shared with other work; the library's background "
     "compiler takes the second core while it runs): compare numbers within one setting."
@@ -431,7 +484,227 @@ def run_first_draw(spec: Dict[str, object]) -> Dict[str, object]:
     return out
 
 
-WORKERS = {"main": run_main, "first_draw": run_first_draw}
+# ----------------------------------------------------------------------------- drop-in
+class CompileLog(logging.Handler):
+    """The messages the library logs (``pyro_gwg`` and below, from DEBUG) while
+    installed: cache loads and compile failures."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.messages: List[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[CompileLog]:
+        logger = logging.getLogger("pyro_gwg")
+        level = logger.level
+        logger.addHandler(self)
+        logger.setLevel(logging.DEBUG)
+        try:
+            yield self
+        finally:
+            logger.removeHandler(self)
+            logger.setLevel(level)
+
+    def loads(self) -> int:
+        """The runs that loaded their compiled transition from the cache."""
+        return sum(LOADED_MESSAGE in message for message in self.messages)
+
+
+def dropin_runners(model, num_coords_: int) -> Dict[str, Callable[[int], object]]:
+    """``{runner: num_samples -> MCMC}``: ``pyro.infer.MCMC`` and ``pyro_gwg.MCMC`` with
+    one chain of ``GWG(model)``, every other argument at its default, and
+    ``pyro.infer.MCMC`` around a kernel that does nothing (its own per-draw loop) with a
+    parameter of the model's size."""
+    import pyro.infer
+    from step_cost import StillKernel
+
+    import pyro_gwg
+
+    side = math.isqrt(num_coords_)
+    return {
+        "pyro_gwg": lambda n: pyro_gwg.MCMC(
+            pyro_gwg.GWG(model), num_samples=n, warmup_steps=0, num_chains=1, disable_progbar=True
+        ),
+        "pyro_infer": lambda n: pyro.infer.MCMC(
+            pyro_gwg.GWG(model), num_samples=n, warmup_steps=0, disable_progbar=True
+        ),
+        "pyro_loop": lambda n: pyro.infer.MCMC(
+            StillKernel(side), num_samples=n, warmup_steps=0, disable_progbar=True
+        ),
+    }
+
+
+def timed_run(make: Callable[[int], object], num_samples: int, seed: int) -> Tuple[float, object]:
+    """The wall time of ``.run()`` of ``make(num_samples)`` from ``seed``, and the MCMC."""
+    import pyro
+
+    pyro.set_rng_seed(seed)
+    mcmc = make(num_samples)
+    start = time.perf_counter()
+    mcmc.run()
+    return time.perf_counter() - start, mcmc
+
+
+def us_per_draw(
+    make: Callable[[int], object], short: int, extra: int, seed: int, log: CompileLog
+) -> Dict[str, object]:
+    """Microseconds per draw of ``make``'s runner as the difference of the wall times of
+    ``.run()`` with ``short + extra`` and ``short`` draws over ``extra`` (its set-up,
+    the load of its compiled transition and the ramp of its blocks cancel out); the
+    cache loads the two runs logged, and ``pyro_gwg.MCMC``'s compile seconds."""
+    before = log.loads()
+    short_s, _ = timed_run(make, short, seed)
+    long_s, mcmc = timed_run(make, short + extra, seed)
+    timing = getattr(mcmc, "timing", None)
+    return {
+        "us": 1e6 * (long_s - short_s) / extra,
+        "short_s": short_s,
+        "long_s": long_s,
+        "draws": extra,
+        "loads": log.loads() - before,
+        "compile_s": float(timing["compile"]) if timing else None,
+        "background_compile_s": float(timing["background_compile"]) if timing else None,
+    }
+
+
+def pilot(make: Callable[[int], object], spec: Dict[str, object], log: CompileLog) -> dict:
+    """:func:`us_per_draw` with ``spec["pilot"]`` extra draws, then 4 times as many
+    until they take a quarter of the budget (beside them the noise of the set-up is
+    small) or the long run the whole budget; with ``sizing_us``, its microseconds per
+    draw, or those of the whole long run, set-up included, when the extra draws took
+    less than a quarter of the budget (they size the long runs: fewer draws, not
+    more)."""
+    extra, budget = spec["pilot"], spec["budget_s"]
+    while True:
+        run = us_per_draw(make, spec["short"], extra, spec["seed"], log)
+        spent = run["long_s"] - run["short_s"]
+        if spent >= budget / 4 or run["long_s"] >= budget:
+            break
+        extra *= 4
+    seconds = spent if spent >= budget / 4 else run["long_s"]
+    return dict(run, sizing_us=1e6 * seconds / extra)
+
+
+def draws_for(spec: Dict[str, object], us: float) -> int:
+    """The extra draws that fill the budget at ``us`` microseconds per draw (at least
+    ``spec["pilot"]``)."""
+    return max(int(1e6 * spec["budget_s"] / us), spec["pilot"])
+
+
+def run_dropin(spec: Dict[str, object]) -> Dict[str, object]:
+    """The drop-in comparison of one target in this process (see the module
+    docstring): fill the cache, load the compiled transition in each runner, size the
+    long runs with a pilot, then ``spec["rounds"]`` interleaved rounds."""
+    import pyro
+    import torch
+
+    import pyro_gwg
+
+    torch.set_num_threads(spec["threads"])
+    model, _ = user_model(spec["target"], Path(spec["rbm_path"]))
+    runners = dropin_runners(model, num_coords(spec["target"]))
+    log = CompileLog()
+    out: Dict[str, object] = {"target": spec["target"]}
+    with log.installed(), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out["fill"] = []
+        for seed in range(spec["seed"], spec["seed"] + DROPIN_FILL_TRIES):
+            fill = pyro_gwg.MCMC(
+                pyro_gwg.GWG(model),
+                num_samples=spec["fill"],
+                warmup_steps=0,
+                num_chains=1,
+                disable_progbar=True,
+            )
+            pyro.set_rng_seed(seed)
+            fill.run()
+            cache = wait_for_compiles(spec["compile_timeout"])
+            # untimed: each runner loads the package (pyro_gwg.MCMC first: whether the
+            # fill put one in the cache)
+            loads = {}
+            for name, make in runners.items():
+                before = log.loads()
+                timed_run(make, spec["short"], spec["seed"])
+                loads[name] = log.loads() - before
+            timing = {k: float(v) for k, v in fill.timing.items()}
+            out["fill"].append({"seed": seed, "timing": timing, "cache": cache, "loads": loads})
+            if loads["pyro_gwg"]:
+                break
+        out["cache_after_fill"], out["warm_loads"] = cache, loads
+        out["num_flips"] = fill.kernel.num_flips
+        out["pilot"] = {name: pilot(make, spec, log) for name, make in runners.items()}
+        # the long runs fill the budget at the median rate measured so far
+        rates = {name: [run["sizing_us"]] for name, run in out["pilot"].items()}
+        rounds: List[Dict[str, object]] = []
+        for index in range(spec["rounds"]):
+            rounds.append({})
+            for name in DROPIN_RUNNERS if index % 2 == 0 else DROPIN_RUNNERS[::-1]:
+                extra = draws_for(spec, statistics.median(rates[name]))
+                run = us_per_draw(runners[name], spec["short"], extra, spec["seed"], log)
+                rounds[-1][name] = run
+                if run["us"] > 0:
+                    rates[name].append(run["us"])
+        out["rounds"] = rounds
+        out["cache_after_rounds"] = wait_for_compiles(0.0)
+    out["log"] = log.messages[:50]
+    out["warnings"] = sorted({str(w.message)[:500] for w in caught})
+    return out
+
+
+def summarise_dropin(out: Dict[str, object]) -> Dict[str, object]:
+    """The drop-in table row of one target: the per-runner medians over the rounds
+    (microseconds per draw), Pyro's own loop and the kernel's share of Pyro's draws
+    (``kernel_us = pyro_infer_us - pyro_loop_us``), the median of the per-round ratios
+    of ``pyro.infer.MCMC`` to ``pyro_gwg.MCMC`` against :data:`DROPIN_REQUIRED`, and
+    whether every measured run of both runners loaded the compiled transition from the
+    cache (one :data:`LOADED_MESSAGE` per run, no compile still running, the cache
+    unchanged by the rounds); the extra draws of each round."""
+    rounds = out["rounds"]
+    median = {name: statistics.median(r[name]["us"] for r in rounds) for name in DROPIN_RUNNERS}
+    ratios = [r["pyro_infer"]["us"] / r["pyro_gwg"]["us"] for r in rounds]
+    fill_cache, after = out["cache_after_fill"], out["cache_after_rounds"]
+    # (the rounds added no file: no compile of their own)
+    unchanged = set(after["cache_files"]) <= set(fill_cache["cache_files"])
+    compiled = {
+        name: all(r[name]["loads"] == 2 for r in rounds) and out["warm_loads"][name] == 1
+        for name in ("pyro_infer", "pyro_gwg")
+    }
+    package = (
+        bool(fill_cache["cache_files"])
+        and not fill_cache["still_compiling"]
+        and not after["still_compiling"]
+        and unchanged
+    )
+    ratio = statistics.median(ratios)
+    both = package and all(compiled.values())
+    kernel_us = median["pyro_infer"] - median["pyro_loop"]
+    return {
+        "target": target_name(out["target"]),
+        "num_flips": out["num_flips"],
+        "pyro_infer_us": median["pyro_infer"],
+        "pyro_gwg_us": median["pyro_gwg"],
+        "pyro_loop_us": median["pyro_loop"],
+        "kernel_us": kernel_us,
+        "kernel_ratio": kernel_us / median["pyro_gwg"],
+        "ratio": ratio,
+        "ratios": ratios,
+        "required": DROPIN_REQUIRED,
+        "met": ratio <= DROPIN_REQUIRED and both,
+        "compiled": dict(compiled, cache_package=package),
+        "pyro_gwg_compile_s": max(r["pyro_gwg"]["compile_s"] for r in rounds),
+        "draws": {name: [r[name]["draws"] for r in rounds] for name in DROPIN_RUNNERS},
+    }
+
+
+def dropin_targets(quick: bool) -> List[Dict[str, object]]:
+    """The drop-in comparison's targets (``quick``: L = 10 only)."""
+    return list(DROPIN_TARGETS[:1] if quick else DROPIN_TARGETS)
+
+
+WORKERS = {"main": run_main, "first_draw": run_first_draw, "dropin": run_dropin}
 
 
 def worker_main(spec_json: str) -> None:
@@ -548,10 +821,11 @@ def run(args: argparse.Namespace) -> Dict[str, object]:
         "runs": [],
         "rows": [],
     }
+    results["settings"]["dropin"] = None if args.no_dropin else dropin_settings(args)
     workdir = Path(tempfile.mkdtemp(prefix="floor_"))
     rbm_path = workdir / "rbm.npz"
     try:
-        for target in targets(args.quick, args.targets, args.thetas):
+        for target in [] if args.dropin_only else targets(args.quick, args.targets, args.thetas):
             if target["kind"] == "rbm":
                 rbm_arrays(rbm_path)
             for chains in args.rbm_chains if target["kind"] == "rbm" else args.chains:
@@ -579,9 +853,64 @@ def run(args: argparse.Namespace) -> Dict[str, object]:
                 results["runs"].append(out)
                 results["rows"].append(row)
                 print(json.dumps(row), flush=True)
+        if not args.no_dropin:
+            results["dropin"] = run_dropin_targets(args, rbm_path)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return results
+
+
+def dropin_settings(args: argparse.Namespace) -> Dict[str, object]:
+    return {
+        "targets": [target_name(t) for t in dropin_targets(args.quick)],
+        "budget_s": args.budget,
+        "rounds": args.dropin_rounds,
+        "fill_draws": DROPIN_FILL,
+        "short_draws": DROPIN_SHORT,
+        "pilot_draws": DROPIN_PILOT,
+        "runners": {
+            "pyro_infer": "pyro.infer.MCMC(GWG(model), num_samples, warmup_steps=0, "
+            "disable_progbar=True)",
+            "pyro_gwg": "pyro_gwg.MCMC(GWG(model), num_samples, warmup_steps=0, "
+            "num_chains=1, disable_progbar=True)",
+            "pyro_loop": "pyro.infer.MCMC(step_cost.StillKernel(side), num_samples, "
+            "warmup_steps=0, disable_progbar=True)",
+        },
+    }
+
+
+def run_dropin_targets(args: argparse.Namespace, rbm_path: Path) -> Dict[str, object]:
+    """The drop-in comparison of each target, each in a fresh process with a fresh
+    cache; its rows and the workers' results."""
+    rows, runs = [], []
+    for target in dropin_targets(args.quick):
+        if target["kind"] == "rbm":
+            rbm_arrays(rbm_path)
+        spec = {
+            "mode": "dropin",
+            "target": target,
+            "chains": 1,
+            "budget_s": args.budget,
+            "threads": args.threads,
+            "seed": args.seed,
+            "fill": DROPIN_FILL,
+            "short": DROPIN_SHORT,
+            "pilot": DROPIN_PILOT,
+            "rounds": args.dropin_rounds,
+            "compile_timeout": args.compile_timeout,
+            "rbm_path": str(rbm_path),
+        }
+        cache = Path(tempfile.mkdtemp(prefix="floor_dropin_cache_"))
+        try:
+            out = run_worker(spec, cache, args.timeout)
+        finally:
+            shutil.rmtree(cache, ignore_errors=True)
+        out["load_average_after"] = os.getloadavg()
+        row = summarise_dropin(out)
+        runs.append(out)
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    return {"rows": rows, "runs": runs}
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
@@ -602,6 +931,16 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         help="seconds to wait for the library's background compilation to land in the cache",
     )
     parser.add_argument("--no-first-draw", action="store_true", help="skip the first-draw runs")
+    dropin = parser.add_mutually_exclusive_group()
+    dropin.add_argument(
+        "--no-dropin", action="store_true", help="skip the drop-in comparison (pyro.infer.MCMC)"
+    )
+    dropin.add_argument(
+        "--dropin-only", action="store_true", help="only the drop-in comparison (pyro.infer.MCMC)"
+    )
+    parser.add_argument(
+        "--dropin-rounds", type=int, default=DROPIN_ROUNDS, help="rounds of the drop-in runs"
+    )
     parser.add_argument("--timeout", type=float, default=900, help="seconds per process")
     parser.add_argument("--output", type=Path, default=None)
     parser.add_argument("--worker", help=argparse.SUPPRESS)

@@ -482,7 +482,39 @@ def render_floor(d: dict) -> list[str]:
         if r.get("default_error")
     ]
     notes = [d["note"]] + ["Default path failed: " + e for e in errors]
-    return notes + [table(rows)]
+    return notes + ([table(rows)] if rows else []) + _render_dropin(d.get("dropin"))
+
+
+def _render_dropin(dropin: dict | None) -> list[str]:
+    """The drop-in table of ``benchmarks/floor.py``: ``pyro.infer.MCMC`` against
+    ``pyro_gwg.MCMC``, one chain each, microseconds per draw (medians over rounds)."""
+    if not dropin:
+        return []
+    # (no dots in the column names: table() reads a dot as a nested field)
+    rows = [
+        {
+            "target": row["target"],
+            "N": row["num_flips"],
+            "pyro_infer us/draw": row["pyro_infer_us"],
+            "pyro_gwg us/draw": row["pyro_gwg_us"],
+            "Pyro's loop alone us/draw": row["pyro_loop_us"],
+            "kernel us/draw (infer - loop)": row["kernel_us"],
+            "ratio pyro_infer / pyro_gwg (median of rounds)": row["ratio"],
+            "per-round ratios": row["ratios"],
+            "required": "<= {:g}x".format(row["required"]),
+            "met": row["met"],
+            "compiled package (infer, pyro_gwg, cache)": [
+                row["compiled"][k] for k in ("pyro_infer", "pyro_gwg", "cache_package")
+            ],
+        }
+        for row in dropin["rows"]
+    ]
+    return [
+        "Drop-in path (one chain, default arguments, cache filled first): pyro_infer is "
+        "`pyro.infer.MCMC(GWG(model))`, pyro_gwg is `pyro_gwg.MCMC(GWG(model), "
+        "num_chains=1)`; microseconds per draw as the difference of a short and a long run.",
+        table(rows),
+    ]
 
 
 def render_profile(d: dict) -> list[str]:

@@ -177,3 +177,102 @@ def test_one_setting_in_process_gives_a_row_and_a_report_section(floor, monkeypa
     section = "\n".join(report.render_floor({"note": floor.NOTE, "rows": [row]}))
     assert "loaded 2-core machine" in section and "Ising L=10 theta=0.4" in section
     assert math.isfinite(row["fused_us"])
+
+
+def _dropin_run(us, loads=2):
+    """A round of the drop-in comparison: ``{runner: us_per_draw result}``."""
+    out = {
+        name: {"us": value, "draws": 1000, "loads": loads if name != "pyro_loop" else 0}
+        for name, value in zip(("pyro_infer", "pyro_gwg", "pyro_loop"), us)
+    }
+    out["pyro_gwg"]["compile_s"] = 0.2
+    return out
+
+
+def _dropin_out(
+    rounds, fill_files=("aot/key.pt2",), after_files=("aot/key.pt2",), warm=1, compiling=False
+):
+    return {
+        "target": {"kind": "ising", "size": 10, "theta": 0.4},
+        "num_flips": 1,
+        "warm_loads": {"pyro_infer": warm, "pyro_gwg": warm, "pyro_loop": 0},
+        "cache_after_fill": {"still_compiling": compiling, "cache_files": list(fill_files)},
+        "cache_after_rounds": {"still_compiling": False, "cache_files": list(after_files)},
+        "rounds": rounds,
+    }
+
+
+def test_dropin_row_is_the_median_of_rounds_and_needs_the_compiled_package(floor):
+    rounds = [_dropin_run(us) for us in ([150, 100, 60], [120, 100, 50], [300, 150, 70])]
+    row = floor.summarise_dropin(_dropin_out(rounds))
+    assert row["ratios"] == pytest.approx([1.5, 1.2, 2.0])
+    assert row["ratio"] == pytest.approx(1.5)  # the median ratio, not a ratio of medians
+    assert (row["pyro_infer_us"], row["pyro_gwg_us"], row["pyro_loop_us"]) == (150, 100, 60)
+    assert row["kernel_us"] == 90 and row["kernel_ratio"] == pytest.approx(0.9)
+    assert row["compiled"] == {"pyro_infer": True, "pyro_gwg": True, "cache_package": True}
+    assert row["met"] is True and row["required"] == 1.5
+    # a run that did not load the package, a compile of the rounds' own (a new file in
+    # the cache), a compile still running after the fill: not met, whatever the ratio
+    missed = [_dropin_run([150, 100, 60], loads=1)] + rounds[1:]
+    assert floor.summarise_dropin(_dropin_out(missed))["compiled"]["pyro_infer"] is False
+    for out in (
+        _dropin_out(rounds, after_files=("aot/key.pt2", "aot/other.pt2")),
+        _dropin_out(rounds, fill_files=(), after_files=()),
+        _dropin_out(rounds, compiling=True),
+        _dropin_out(rounds, warm=0),
+    ):
+        assert floor.summarise_dropin(out)["met"] is False
+
+
+def test_dropin_in_process_gives_a_row_and_a_report_section(floor, monkeypatch, tmp_path):
+    """The drop-in worker in this process with tiny budgets and no background
+    compilation: the fill tried again, both runners and Pyro's loop timed, nothing
+    loaded from the (empty) cache, so the target is not met; the report renders the
+    row."""
+    monkeypatch.setenv("PYRO_GWG_BACKGROUND_COMPILE", "0")
+    monkeypatch.setenv("PYRO_GWG_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(floor, "DROPIN_FILL_TRIES", 2)
+    pyro.clear_param_store()
+    spec = {
+        "target": {"kind": "ising", "size": 10, "theta": 0.4},
+        "budget_s": 0.05,
+        "threads": torch.get_num_threads(),
+        "seed": 0,
+        "fill": 10,
+        "short": 10,
+        "pilot": 20,
+        "rounds": 2,
+        "compile_timeout": 1.0,
+        "rbm_path": "unused.npz",
+    }
+    out = floor.run_dropin(spec)
+    # no package loaded after a fill: the next seed is tried
+    assert [fill["seed"] for fill in out["fill"]] == [0, 1]
+    assert out["warm_loads"] == {"pyro_gwg": 0, "pyro_infer": 0, "pyro_loop": 0}
+    assert [sorted(r) for r in out["rounds"]] == [sorted(floor.DROPIN_RUNNERS)] * 2
+    assert list(out["rounds"][1]) == list(floor.DROPIN_RUNNERS[::-1])  # interleaved
+    for r in out["rounds"]:
+        assert all(run["draws"] >= spec["pilot"] and run["loads"] == 0 for run in r.values())
+        assert r["pyro_gwg"]["compile_s"] is not None and r["pyro_infer"]["compile_s"] is None
+    row = floor.summarise_dropin(out)
+    assert row["num_flips"] == 1  # GWG's default
+    assert row["compiled"] == {"pyro_infer": False, "pyro_gwg": False, "cache_package": False}
+    assert row["met"] is False
+    assert row["kernel_us"] == pytest.approx(row["pyro_infer_us"] - row["pyro_loop_us"])
+
+    report = _load("report.py", "bench_report_floor_dropin")
+    section = "\n".join(
+        report.render_floor({"note": floor.NOTE, "rows": [], "dropin": {"rows": [row]}})
+    )
+    assert "Drop-in path" in section and "Ising L=10 theta=0.4" in section
+    for key in ("pyro_infer_us", "pyro_gwg_us", "pyro_loop_us", "ratio"):
+        assert report.fmt(row[key]) in section
+
+
+def test_dropin_options(floor):
+    assert floor.parse_args(["--dropin-only"]).dropin_only
+    assert floor.parse_args(["--no-dropin"]).no_dropin
+    with pytest.raises(SystemExit):
+        floor.parse_args(["--dropin-only", "--no-dropin"])
+    assert [t["kind"] for t in floor.dropin_targets(quick=False)] == ["ising", "rbm"]
+    assert floor.dropin_targets(quick=True) == [{"kind": "ising", "size": 10, "theta": 0.4}]
