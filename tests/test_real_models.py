@@ -99,9 +99,15 @@ def _exact(name):
 # partially factorial HMMs under -m heavy: the kernels see the same categorical
 # coordinates in each, and the bridge's handling of these three models is checked in
 # CI by GWG's exactness test in the batched runner below
+# (MACE with GWG-3, the LONGER_CHAINS run, too: GWG-3 runs on the other real models in
+# CI, and every other kernel on MACE)
 HEAVY_CASES = ("hmm_model_0", "hmm_model_2", "hmm_model_4")
 RUNS = [
-    pytest.param(name, kernel, marks=pytest.mark.heavy if name in HEAVY_CASES else ())
+    pytest.param(
+        name,
+        kernel,
+        marks=pytest.mark.heavy if name in HEAVY_CASES or (name, kernel) in LONGER_CHAINS else (),
+    )
     for name in CASES
     for kernel in KERNELS
 ]
