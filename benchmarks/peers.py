@@ -24,10 +24,11 @@ sampled by
   empty cache of compiled transitions: this row is a first run on a fresh machine
   (the measured run switches to the package only if the compile the pilot started
   ends within it);
-* ``gwg_cached``: the same path, run again once the background compile the pilot
-  started has landed in the disk cache (the worker waits for it, at most
-  :data:`COMPILE_TIMEOUT` seconds, then pilots again): every later run of the same
-  transition, as a user gets it from the second run on;
+* ``gwg_cached``: the same path once the background compile of its transition has
+  landed in the disk cache (a first run of :data:`FILL_DRAWS` draws starts it, the
+  worker waits for it, at most :data:`COMPILE_TIMEOUT` seconds, then pilots and
+  runs): every later run of the same transition, as a user gets it from the second
+  run on;
 * ``gwg_tuned``: the same with the best tuned setting, ``jit_compile="inductor"``
   (AOTInductor from the first step: the compile time is paid whatever the run's
   length), labelled as such;
@@ -89,6 +90,8 @@ SAMPLERS = ("gwg", "gwg_cached", "gwg_tuned", "numpyro", "pymc")
 GWG_JIT = {"gwg": "auto", "gwg_cached": "auto", "gwg_tuned": "inductor"}
 #: seconds ``gwg_cached`` waits at most for the library's background compile
 COMPILE_TIMEOUT = 300.0
+#: draws (after warmup) of the run that starts ``gwg_cached``'s background compile
+FILL_DRAWS = 20
 #: GWG ``num_flips`` per target (``--num-flips`` overrides): adapted during warmup
 NUM_FLIPS = {"10": "auto", "40": "auto", "rbm": "auto"}
 #: GWG warmup steps (they adapt ``num_flips``; untimed, reported with the compile time)
@@ -262,8 +265,8 @@ def run_gwg(spec: Dict[str, object]) -> Dict[str, object]:
     ``pyro_gwg.MCMC(GWG(model, num_flips=...), num_samples, warmup_steps, num_chains)``
     with every other argument at its default (``jit_compile="auto"``: compiled in the
     background), or ``jit_compile`` of :data:`GWG_JIT` for the sampler. A short pilot
-    run gives the sampling rate of this path (for ``gwg_cached``, a second pilot after
-    the first one's background compile has landed in the cache); the measured run then
+    run gives the sampling rate of this path (for ``gwg_cached``, after a short run's
+    background compile has landed in the cache); the measured run then
     asks for as many draws as fit the budget. Set-up, warmup (adapting ``num_flips``)
     and sampling are timed apart by the runner."""
     import pyro
@@ -289,11 +292,11 @@ def run_gwg(spec: Dict[str, object]) -> Dict[str, object]:
         mcmc.run()
         return mcmc
 
-    pilot = run(spec["gwg_pilot"])
     cache = None
-    if spec["sampler"] == "gwg_cached":  # the pilot started the compile: wait for it
+    if spec["sampler"] == "gwg_cached":  # a short run starts the compile: wait for it
+        run(FILL_DRAWS)
         cache = wait_for_compiles(COMPILE_TIMEOUT)
-        pilot = run(spec["gwg_pilot"])  # the rate of the compiled step, from the cache
+    pilot = run(spec["gwg_pilot"])
     seconds_per_step = pilot.timing["sampling"] / spec["gwg_pilot"]
     steps = max(int(spec["budget_s"] / seconds_per_step), spec["gwg_pilot"])
     thin = max(1, math.ceil(steps * chains * coords / MAX_STORED_BYTES))
@@ -541,7 +544,9 @@ def header(name: str, **machine) -> Dict[str, object]:
     }
 
 
-def run(args: argparse.Namespace) -> Dict[str, object]:
+def run(args: argparse.Namespace, partial: Optional[Path] = None) -> Dict[str, object]:
+    """Every setting of ``args``; the results so far written to ``partial`` (a path, or
+    ``None``) after each run."""
     results: Dict[str, object] = {
         **header("peers", versions=_versions(), threads_per_process=args.threads),
         "settings": {
@@ -585,6 +590,8 @@ def run(args: argparse.Namespace) -> Dict[str, object]:
                 out = measure(spec, run_worker(spec, args.threads, args.timeout))
                 out.update(sampler=sampler, target=target_name(target), chains=chains)
                 results["runs"].append(out)
+                if partial is not None:  # what is measured so far survives an interruption
+                    partial.write_text(json.dumps(results, indent=2) + "\n")
                 print(
                     "{:<22} C={:<4} {:<8} ESS/s {:>10.1f}  ESS/1k evals {:>7.2f}  "
                     "compile {:>5.1f} s  steps/s {:>9.0f}".format(
@@ -855,8 +862,10 @@ def main(argv: Optional[List[str]] = None) -> Optional[Dict[str, object]]:
     if args.worker:
         worker_main(args.worker)
         return None
-    results = run(args)
     args.output.parent.mkdir(parents=True, exist_ok=True)
+    partial = args.output.with_suffix(".partial.json")
+    results = run(args, partial)
+    partial.unlink(missing_ok=True)
     args.output.write_text(json.dumps(results, indent=2) + "\n")
     plot(results, args.output.with_suffix(".png"))
     print(table(results))

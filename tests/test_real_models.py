@@ -94,14 +94,14 @@ def _exact(name):
 
 
 # Every kernel on every case is the largest part of the statistical tier, and the HMMs
-# cost most (15-45 s a run). Every kernel runs on two of the five HMMs (the plain one
-# and the factorial one) in CI, and on the sequential-plate, autoregressive and
-# partially factorial HMMs under -m heavy: the kernels see the same categorical
-# coordinates in each, and the bridge's handling of these three models is checked in
-# CI by GWG's exactness test in the batched runner below
+# cost most (15-45 s a run). Every kernel runs on one of the five HMMs (the factorial
+# one) in CI, and on the plain, sequential-plate, autoregressive and partially
+# factorial HMMs under -m heavy: the kernels see the same categorical coordinates in
+# each, and the bridge's handling of these four models is checked in CI by GWG's
+# exactness test in the batched runner below
 # (MACE with GWG-3, the LONGER_CHAINS run, too: GWG-3 runs on the other real models in
 # CI, and every other kernel on MACE)
-HEAVY_CASES = ("hmm_model_0", "hmm_model_2", "hmm_model_4")
+HEAVY_CASES = ("hmm_model_0", "hmm_model_1", "hmm_model_2", "hmm_model_4")
 RUNS = [
     pytest.param(
         name,
