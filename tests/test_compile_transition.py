@@ -89,7 +89,10 @@ class _FakeCompile:
         return None if self.result_fn is None else self.result_fn(self.graph)
 
     def detach(self):
-        pass
+        self.detached = True
+
+    def attach(self):
+        self.detached = False
 
     def stop(self):
         self.stopped = True
@@ -103,6 +106,11 @@ def _fake_background(monkeypatch, result, calls=3):
         transition,
         "BackgroundCompile",
         lambda graph, example, key: _FakeCompile(graph, example, key, result, calls),
+    )
+    monkeypatch.setattr(  # the fakes not done, by key
+        transition,
+        "running_compile",
+        lambda key: next((c for c in _FakeCompile.started if c.key == key and c.polls >= 0), None),
     )
 
 
@@ -228,3 +236,54 @@ def test_a_captured_graph_that_does_not_follow_the_model_is_not_run(monkeypatch)
     with pytest.warns(CompilationWarning, match="another step than the model.*eagerly"):
         _steps(kernel, 6, seed=0)
     assert next(iter(kernel.driver._compiled.values())).fn.form == "eager"
+
+
+def _step_like(x):
+    """A stand-in transition: a float32 log density of magnitude 1000, an acceptance
+    probability, a random accept decision."""
+    return (x * 1000.0, torch.sigmoid(x), (torch.rand(x.shape) < 0.5).long())
+
+
+def test_the_graph_check_allows_rounding_and_refuses_a_departure():
+    x = torch.linspace(0.1, 1.0, 8)
+
+    def noisy(y):  # float32 rounding of a magnitude of 1000, in the probability too
+        value, prob, accepted = _step_like(y)
+        return value + 3e-5, prob + 4e-5, accepted
+
+    def off(y):  # a log density off by 0.5
+        value, prob, accepted = _step_like(y)
+        return value + 0.5, prob, accepted
+
+    calls = []
+
+    def tipped_once(y):  # a rounding that tips one accept decision, on one stream
+        value, prob, accepted = _step_like(y)
+        calls.append(1)
+        return value, prob, accepted if len(calls) > 1 else 1 - accepted
+
+    def always_tipped(y):
+        value, prob, accepted = _step_like(y)
+        return value, prob, 1 - accepted
+
+    state = torch.get_rng_state()
+    assert transition._agree(_step_like, _step_like, (x,))
+    assert transition._agree(_step_like, noisy, (x,))
+    assert transition._agree(_step_like, tipped_once, (x,))
+    assert not transition._agree(_step_like, off, (x,))
+    assert not transition._agree(_step_like, always_tipped, (x,))
+    assert torch.equal(torch.get_rng_state(), state)  # the caller's stream untouched
+
+
+def test_another_run_of_a_transition_waits_for_its_running_compile(monkeypatch):
+    # a run shorter than the compile leaves it running; the next run of the same
+    # transition does not export and compile again (nor stop it): it waits for it
+    _fake_background(monkeypatch, lambda graph: graph, calls=10**6)  # never done
+    model, args = SUITE["coupled_binary_field"]
+    for _ in range(3):
+        MCMC(GWG(model, num_flips=2), num_samples=10, warmup_steps=0).run(*args)
+    assert len(_FakeCompile.started) == 1 and not _FakeCompile.started[0].stopped
+    assert _FakeCompile.started[0].detached  # left to fill the cache when the run ended
+    # another transition (other settings) has a compile of its own
+    MCMC(GWG(model, num_flips=3), num_samples=10, warmup_steps=0).run(*args)
+    assert len(_FakeCompile.started) == 2

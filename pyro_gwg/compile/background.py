@@ -39,7 +39,7 @@ import torch
 
 from pyro_gwg.compile import backends
 
-__all__ = ["BACKGROUND_ENV", "BackgroundCompile", "enabled"]
+__all__ = ["BACKGROUND_ENV", "BackgroundCompile", "enabled", "running_compile"]
 
 #: environment variable that turns background compilation off when set to ``0``
 BACKGROUND_ENV = "PYRO_GWG_BACKGROUND_COMPILE"
@@ -164,6 +164,11 @@ class BackgroundCompile:
         to the disk cache) unless another compile starts first."""
         self._detached = True
 
+    def attach(self) -> None:
+        """Another run of the same transition waits for the compile (see
+        :func:`running_compile`): no new compile stops it."""
+        self._detached = False
+
     def stop(self) -> None:
         """Stop the compile (nothing is saved)."""
         with _LOCK:
@@ -171,6 +176,18 @@ class BackgroundCompile:
             if self.process is not None and self.process.poll() is None:
                 self.process.kill()
         self._thread.join()
+
+
+def running_compile(key: str) -> Optional[BackgroundCompile]:
+    """The compile of ``key`` started in this process and still running (a run that
+    ended may have left it to fill the cache), or ``None``: another run of the same
+    transition waits for it rather than export and compile again.
+
+    :param str key: a :func:`~pyro_gwg.compile.backends.graph_key`.
+    """
+    with _LOCK:
+        found = [c for c in _RUNNING if c.key == key and not c._stopped]
+    return found[-1] if found else None
 
 
 def _message(error: Exception) -> str:
