@@ -35,6 +35,16 @@ def test_a_background_compile_switches_the_chains_to_its_package(monkeypatch, tm
     _steps(kernel, 3, seed=1)  # eager, then the graph while the worker compiles
     fn = next(iter(kernel.driver._compiled.values())).fn
     assert fn.form == "graph" and fn.compile is not None
+    # a run that ends before its compile leaves it running; the next run of the same
+    # transition neither exports nor compiles again: it takes that compile over
+    kernel.driver.close()
+    exports = []
+    real = backends.export_graph
+    monkeypatch.setattr(backends, "export_graph", lambda *a: exports.append(1) or real(*a))
+    second = _kernel("auto")
+    _steps(second, 3, seed=1)
+    taken = next(iter(second.driver._compiled.values())).fn
+    assert taken.compile is fn.compile and exports == [] and not fn.compile._stopped
     assert fn.compile.wait(timeout=600) is not None, fn.compile.error
     assert list(tmp_path.glob("*/*.pt2"))  # the package is in the disk cache
     compiled = _steps(kernel, 6, seed=2)
@@ -55,28 +65,6 @@ def test_a_background_compile_switches_the_chains_to_its_package(monkeypatch, tm
     _steps(again, 3, seed=1)
     fn = next(iter(again.driver._compiled.values())).fn
     assert fn.form == "aot" and fn.compile is None
-
-
-def test_a_second_run_waits_for_the_compile_of_the_first(monkeypatch, tmp_path):
-    # a run that ends before its compile leaves it running; the next run of the same
-    # transition neither exports nor compiles again: it takes that compile over
-    monkeypatch.setenv(backends.CACHE_ENV, str(tmp_path))
-    monkeypatch.setenv(background.BACKGROUND_ENV, "1")
-    first = _kernel("auto")
-    _steps(first, 3, seed=1)
-    first.driver.close()  # the run ends; its compile goes on
-    running = next(iter(first.driver._compiled.values())).fn.compile
-    assert running is not None and not running.done
-    exports = []
-    real = backends.export_graph
-    monkeypatch.setattr(backends, "export_graph", lambda *a: exports.append(1) or real(*a))
-    second = _kernel("auto")
-    _steps(second, 3, seed=1)
-    fn = next(iter(second.driver._compiled.values())).fn
-    assert fn.compile is running and exports == [] and not running._stopped
-    assert running.wait(timeout=600) is not None, running.error
-    _steps(second, 2, seed=2)
-    assert fn.form == "aot"
 
 
 @pytest.mark.exactness
