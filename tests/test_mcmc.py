@@ -511,14 +511,14 @@ def test_kernel_statistics_are_stored_compactly_with_the_same_diagnostics(num_ch
         infos[-1]["log_joint"] = kernel.state.log_joint.clone()
         return info, values
 
-    def recording_blocks(num_steps, observe, every=1):  # (the steps computed ahead)
+    def recording_blocks(num_steps, observe, every=1, **kwargs):  # (the steps computed ahead)
         def tee(t, info, codes, log_joint):
             for i in range(codes.shape[1]):
                 infos.append({k: v[:, i].clone() for k, v in info._asdict().items()})
                 infos[-1]["log_joint"] = log_joint[:, i].clone()
             observe(t, info, codes, log_joint)
 
-        run(num_steps, tee, every)
+        run(num_steps, tee, every, **kwargs)
 
     kernel.driver.step, kernel.driver.run = recording, recording_blocks
     params = kernel.initial_params
