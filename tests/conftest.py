@@ -10,7 +10,9 @@ below, directly or through a helper of its module, without a marker of its own.
 import os
 import tempfile
 import types
+import zlib
 
+import pyro
 import pyro.infer.mcmc.api as pyro_mcmc
 import pytest
 import torch
@@ -52,6 +54,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
             continue
         if _reaches(function.__code__, vars(item.module), set()):
             item.add_marker(pytest.mark.exactness)
+
+
+@pytest.fixture(autouse=True)
+def _seeded(request):
+    """Seed every test from its id: a test's random draws do not depend on the tests
+    run before it in its worker (tests that need a particular seed set their own)."""
+    pyro.set_rng_seed(zlib.crc32(request.node.nodeid.encode()))
 
 
 @pytest.fixture(autouse=True)
