@@ -63,6 +63,26 @@ def test_the_capture_is_a_pure_graph_that_draws_what_the_function_draws():
     _agrees(graph, seed=4)  # random operators draw afresh at each call
 
 
+def test_the_capture_does_not_extract_the_python_stack_per_value(monkeypatch):
+    # make_fx records each value's metadata through a fake-tensor mode; a new mode per
+    # value extracts the Python stack each time (a third of a capture, in PyTorch 2.5
+    # on): the capture shares one, so the count stays far below the graph's nodes
+    import traceback
+
+    calls = []
+    extract = traceback.extract_stack
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return extract(*args, **kwargs)
+
+    monkeypatch.setattr(traceback, "extract_stack", counted)
+    graph = backends.capture(_transition, (X,))
+    nodes = sum(node.op == "call_function" for node in graph.graph.nodes)
+    assert nodes > 10 and len(calls) <= 2, (nodes, len(calls))
+    _agrees(graph)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["graph", "aot", "make_fx"])
 def test_each_backend_agrees_with_eager_mode(backend, monkeypatch, tmp_path):

@@ -113,6 +113,24 @@ def _tracing_context() -> Iterator[None]:
             p.requires_grad_(True)
 
 
+def _one_fake_mode() -> contextlib.AbstractContextManager:
+    """A context in which a capture's node metadata shares one fake-tensor mode.
+
+    Tracing real tensors, :func:`~torch.fx.experimental.proxy_tensor.make_fx` records
+    each value's metadata through the ambient fake mode, or else through a new
+    ``FakeTensorMode`` per value, each of which (PyTorch 2.5 on) extracts the Python
+    stack: about a third of a capture, more under a deep stack. A tracing context
+    holding one mode is the ambient mode. ``torch._guards`` is private: where it is
+    missing the capture runs without it, as before (it changes no node of the graph,
+    and :func:`capture`'s callers check the graph against the eager step)."""
+    try:
+        from torch._guards import TracingContext, tracing
+        from torch._subclasses.fake_tensor import FakeTensorMode
+    except ImportError:  # pragma: no cover (a PyTorch without them)
+        return contextlib.nullcontext()
+    return tracing(TracingContext(FakeTensorMode(allow_fallback_kernels=True)))
+
+
 @contextlib.contextmanager
 def keeping_rng(example_inputs: Sequence[torch.Tensor]) -> Iterator[None]:
     """Restore the global random generators (the CPU's, and the CUDA devices' of
@@ -172,7 +190,7 @@ def capture(fn: Callable, example_inputs: Sequence[torch.Tensor]) -> torch.fx.Gr
     """
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    with _tracing_context(), keeping_rng(example_inputs):
+    with _tracing_context(), keeping_rng(example_inputs), _one_fake_mode():
         return _fold_constants(make_fx(fn)(*example_inputs))
 
 
