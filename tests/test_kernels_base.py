@@ -8,9 +8,9 @@ import pyro.distributions as dist
 import pytest
 import torch
 from exactness import assert_exact, draw_codes
-from small_models import SUITE
 from pyro.infer import MCMC
 from pyro.infer.autoguide.initialization import init_to_value
+from small_models import SUITE
 
 import pyro_gwg
 from pyro_gwg import (
