@@ -203,7 +203,11 @@ def test_mixed_gibbs_agrees_with_nuts_on_the_change_point():
     print("max |z|", assert_means_agree(reference, mixed, ["early_mean", "late_mean"]))
 
 
+# (a 30-50 s run, mostly NUTS on the enumerated mixture) under -m heavy: MixedGibbs
+# against NUTS is checked in CI on the change point above, and MixedGibbs on a Gaussian
+# mixture against its posterior by quadrature in test_kernels_mixed.py
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_mixed_gibbs_agrees_with_nuts_on_the_gaussian_mixture():
     # the tutorial's model, @config_enumerate included, for NUTS; lifted for MixedGibbs.
     # Both runs start in the same labelling of the components (the modes are far apart
@@ -221,8 +225,7 @@ def test_mixed_gibbs_agrees_with_nuts_on_the_gaussian_mixture():
     print("max |z|", assert_means_agree(reference, mixed, ["weights", "scale", "locs"]))
 
 
-# (a 45 s run) under -m heavy: MixedGibbs on a lifted model against NUTS on the original
-# is checked in CI by the Gaussian mixture test above
+# (a 45 s run) under -m heavy, as the Gaussian mixture test above
 @pytest.mark.slow
 @pytest.mark.heavy
 def test_mixed_gibbs_agrees_with_nuts_on_capture_recapture():

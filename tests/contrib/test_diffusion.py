@@ -189,7 +189,10 @@ def test_four_mode_target_is_the_papers_formula():
     assert torch.allclose(four_mode_tanh(theta), paper, atol=1e-9)
 
 
+# (25-90 s: 6000 draws per score) under -m heavy: the sampler's mode proportions are
+# checked in CI on the Gaussian mixture and on Himmelblau's function
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_four_mode_tanh_proportions():
     # The 3 | 4 split needs small Euler steps (the bumps are steep), the -1 | {3, 4}
     # split many draws K: at K = 2000 the mode at -1 gets ~0.44 instead of 0.33.
