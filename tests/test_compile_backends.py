@@ -3,6 +3,7 @@ the compilers of that graph against eager mode, the disk cache of AOTInductor pa
 and the fallbacks."""
 
 import os
+import pickle
 import re
 import stat
 import warnings
@@ -81,6 +82,23 @@ def test_the_capture_does_not_extract_the_python_stack_per_value(monkeypatch):
     nodes = sum(node.op == "call_function" for node in graph.graph.nodes)
     assert nodes > 10 and len(calls) <= 2, (nodes, len(calls))
     _agrees(graph)
+
+
+def test_graph_data_rebuilds_the_graph_with_its_random_operators():
+    # the background worker rebuilds the captured graph from graph_data; an operator
+    # that reads no tensor (aten.rand here) must stay an operator, not become the
+    # constant of one draw (as it does when a pickled graph module retraces its code)
+    graph = backends.capture(_transition, (X,))
+    rebuilt = backends.graph_from_data(pickle.loads(pickle.dumps(backends.graph_data(graph))))
+    assert backends.graph_key(rebuilt, (X,)) == backends.graph_key(graph, (X,))
+    _agrees(rebuilt)
+    _agrees(rebuilt, seed=4)
+    data = backends.graph_data(graph)
+    data["code"] += "# not the graph's code"
+    with pytest.raises(RuntimeError, match="differs from the captured graph"):
+        backends.graph_from_data(data)
+    with pytest.raises(ValueError, match="no call_module node"):
+        backends.graph_data(torch.fx.symbolic_trace(torch.nn.Sequential(torch.nn.Linear(2, 2))))
 
 
 @pytest.mark.slow

@@ -31,20 +31,28 @@ def _kernel(jit_compile):
 def test_a_background_compile_switches_the_chains_to_its_package(monkeypatch, tmp_path):
     monkeypatch.setenv(backends.CACHE_ENV, str(tmp_path))
     monkeypatch.setenv(background.BACKGROUND_ENV, "1")
+    exports, jobs = [], []  # (the exports in this process, the compiles started)
+    real_export, real_init = backends.export_graph, background.BackgroundCompile.__init__
+    monkeypatch.setattr(backends, "export_graph", lambda *a: exports.append(1) or real_export(*a))
+
+    def counted(self, *args):
+        jobs.append(1)
+        real_init(self, *args)
+
+    monkeypatch.setattr(background.BackgroundCompile, "__init__", counted)
     kernel = _kernel("auto")
     _steps(kernel, 3, seed=1)  # eager, then the graph while the worker compiles
+    # the worker exports the graph: the chains waited for the capture only
+    assert exports == [] and jobs == [1]
     fn = next(iter(kernel.driver._compiled.values())).fn
     assert fn.form == "graph" and fn.compile is not None
     # a run that ends before its compile leaves it running; the next run of the same
     # transition neither exports nor compiles again: it takes that compile over
     kernel.driver.close()
-    exports = []
-    real = backends.export_graph
-    monkeypatch.setattr(backends, "export_graph", lambda *a: exports.append(1) or real(*a))
     second = _kernel("auto")
     _steps(second, 3, seed=1)
     taken = next(iter(second.driver._compiled.values())).fn
-    assert taken.compile is fn.compile and exports == [] and not fn.compile._stopped
+    assert taken.compile is fn.compile and jobs == [1] and not fn.compile._stopped
     assert fn.compile.wait(timeout=600) is not None, fn.compile.error
     assert list(tmp_path.glob("*/*.pt2"))  # the package is in the disk cache
     compiled = _steps(kernel, 6, seed=2)

@@ -48,7 +48,7 @@ import pathlib
 import sys
 import tempfile
 import threading
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 import pyro
 import torch
@@ -454,6 +454,87 @@ def save_aot_package(
     if _verified(path):
         return path
     return compile_program(export_graph(graph, example_inputs), key)
+
+
+class _Ref(NamedTuple):
+    """A node of a graph, by its position (in :func:`graph_data`)."""
+
+    index: int
+
+
+def _encode(arg, index: Dict[torch.fx.Node, int]):
+    if isinstance(arg, torch.fx.Node):
+        return _Ref(index[arg])
+    if isinstance(arg, tuple):
+        return tuple(_encode(a, index) for a in arg)
+    if isinstance(arg, list):  # (fx's immutable lists too)
+        return [_encode(a, index) for a in arg]
+    if isinstance(arg, dict):
+        return {k: _encode(v, index) for k, v in arg.items()}
+    if isinstance(arg, slice):
+        return slice(*(_encode(a, index) for a in (arg.start, arg.stop, arg.step)))
+    return arg
+
+
+def _decode(arg, nodes: List[torch.fx.Node]):
+    if isinstance(arg, _Ref):
+        return nodes[arg.index]
+    if isinstance(arg, (tuple, list)):
+        return type(arg)(_decode(a, nodes) for a in arg)
+    if isinstance(arg, dict):
+        return {k: _decode(v, nodes) for k, v in arg.items()}
+    if isinstance(arg, slice):
+        return slice(*(_decode(a, nodes) for a in (arg.start, arg.stop, arg.step)))
+    return arg
+
+
+def graph_data(graph: torch.fx.GraphModule) -> dict:
+    """A captured graph (:func:`capture`) as data that pickles faithfully, for a
+    worker process (:func:`graph_from_data` rebuilds it): its nodes in order, each with
+    its operator (an ATen operator by name), arguments (nodes as positions) and name,
+    the tensors its ``get_attr`` nodes read, and its code. (A pickled graph module
+    retraces its code when loaded, and the retrace evaluates an operator that reads no
+    tensor, such as ``aten.rand``, once, into a constant: a random draw would repeat at
+    every call.)
+
+    :raises ValueError: for a node other than a placeholder, a constant, a function
+        call or the output (a capture makes no other).
+    """
+    index: Dict[torch.fx.Node, int] = {}
+    nodes, constants = [], {}
+    for node in graph.graph.nodes:
+        if node.op not in ("placeholder", "get_attr", "call_function", "output"):
+            raise ValueError("a captured graph has no {} node ({})".format(node.op, node.name))
+        target = node.target
+        if isinstance(target, torch._ops.OpOverload):
+            namespace, name = target._schema.name.split("::")
+            target = ("op", namespace, name, target._overloadname)
+        elif node.op == "get_attr":
+            constants[target] = functools.reduce(getattr, target.split("."), graph)
+        index[node] = len(nodes)
+        nodes.append(
+            (node.op, target, _encode(node.args, index), _encode(node.kwargs, index), node.name)
+        )
+    return {"nodes": nodes, "constants": constants, "code": graph.code}
+
+
+def graph_from_data(data: dict) -> torch.fx.GraphModule:
+    """The graph that :func:`graph_data` described, checked against its code.
+
+    :raises RuntimeError: if the rebuilt graph's code differs from the original's.
+    """
+    graph = torch.fx.Graph()
+    nodes: List[torch.fx.Node] = []
+    for op, target, args, kwargs, name in data["nodes"]:
+        if isinstance(target, tuple) and target[:1] == ("op",):
+            _, namespace, op_name, overload = target
+            target = getattr(getattr(getattr(torch.ops, namespace), op_name), overload)
+        node = graph.create_node(op, target, _decode(args, nodes), _decode(kwargs, nodes), name)
+        nodes.append(node)
+    module = torch.fx.GraphModule(dict(data["constants"]), graph)
+    if module.code != data["code"]:
+        raise RuntimeError("the graph rebuilt from its data differs from the captured graph")
+    return module
 
 
 def export_graph(graph: torch.fx.GraphModule, example_inputs: Sequence[torch.Tensor]):

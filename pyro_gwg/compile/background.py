@@ -20,7 +20,8 @@ where no core is free for a compiler, such as a test suite that runs one process
 core.
 
 Run as ``python -m pyro_gwg.compile.background JOB KEY``, this module is the worker: it
-compiles the exported program that :class:`BackgroundCompile` saved in ``JOB``.
+rebuilds, exports and compiles the captured graph that :class:`BackgroundCompile`
+saved in ``JOB``.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from __future__ import annotations
 import atexit
 import os
 import pathlib
+import pickle
 import subprocess
 import sys
 import tempfile
@@ -59,12 +61,13 @@ def enabled() -> bool:
 
 
 class BackgroundCompile:
-    """An AOTInductor compilation of a captured graph: the graph is exported and saved
-    here, at once (:func:`~pyro_gwg.compile.backends.export_graph`: ATen operators
-    only, no Pyro handler runs; on the caller's thread, since an export's fake tensors
-    are not private to its thread), a worker process compiles it into the disk cache
-    (:func:`~pyro_gwg.compile.backends.compile_program`) while a thread of this
-    process waits for it, and :meth:`result` loads the package.
+    """An AOTInductor compilation of a captured graph: the graph's nodes and example
+    inputs are pickled here (:func:`~pyro_gwg.compile.backends.graph_data`:
+    milliseconds, all the chains wait for), a worker process rebuilds the graph,
+    exports and compiles it into the disk cache
+    (:func:`~pyro_gwg.compile.backends.save_aot_package`; the export alone takes
+    seconds for a graph of a thousand operators) while a thread of this process waits
+    for it, and :meth:`result` loads the package.
 
     :param torch.fx.GraphModule graph: the captured transition.
     :param example_inputs: example arguments (their shapes, dtypes, strides and
@@ -91,11 +94,13 @@ class BackgroundCompile:
         self._start = time.perf_counter()
         folder = backends.cache_dir()
         folder.mkdir(parents=True, exist_ok=True)
-        handle, name = tempfile.mkstemp(dir=folder, prefix="job-", suffix=".pt2")
+        handle, name = tempfile.mkstemp(dir=folder, prefix="job-", suffix=".pkl")
         os.close(handle)
         self._job = pathlib.Path(name)
         try:
-            torch.export.save(backends.export_graph(graph, example_inputs), self._job)
+            job = {"graph": backends.graph_data(graph), "example_inputs": tuple(example_inputs)}
+            with open(self._job, "wb") as out:
+                pickle.dump(job, out)
         except BaseException:
             self._job.unlink(missing_ok=True)
             raise
@@ -206,10 +211,13 @@ def _stop_all() -> None:
 
 
 def _worker(job: str, key: str) -> None:
-    """Compile the exported program saved in ``job`` into the disk cache under
-    ``key`` (see :class:`BackgroundCompile`), on one thread."""
+    """Rebuild, export and compile the captured graph saved in ``job`` into the disk
+    cache under ``key`` (see :class:`BackgroundCompile`), on one thread."""
     torch.set_num_threads(1)
-    backends.compile_program(torch.export.load(job), key)
+    with open(job, "rb") as saved:  # (written by BackgroundCompile, in the cache folder)
+        data = pickle.load(saved)
+    graph = backends.graph_from_data(data["graph"])
+    backends.save_aot_package(graph, data["example_inputs"], key)
 
 
 if __name__ == "__main__":

@@ -277,7 +277,11 @@ class BackgroundTransition:
         if self.compile is not None:
             self.compile.attach()
         else:
-            self.compile = BackgroundCompile(graph, example, key)
+            try:
+                self.compile = BackgroundCompile(graph, example, key)
+            except Exception as error:  # (no job written: the graph runs on)
+                backends.report_failure("aot", error, "running its captured graph")
+                return
         if self.on_compile is not None:
             self.on_compile("compiling in the background")
 
