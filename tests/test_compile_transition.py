@@ -156,6 +156,18 @@ def test_a_package_that_fails_hands_back_to_the_graph_with_a_warning(monkeypatch
     kernel = _kernel("coupled_binary_field", 4)
     with pytest.warns(CompilationWarning, match="aot failed"):
         _steps(kernel, 10, seed=0)
+    # a compile whose job cannot be written: the same message, the graph goes on
+    backends._WARNED.clear()
+
+    def unwritable(graph, example, key):
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(transition, "BackgroundCompile", unwritable)
+    kernel = _kernel("coupled_binary_field", 4)
+    with pytest.warns(CompilationWarning, match="aot failed .*No space left"):
+        info, codes, _ = _steps(kernel, 10, seed=0)
+    fn = next(iter(kernel.driver._compiled.values())).fn
+    assert fn.form == "graph" and fn.compile is None and codes.shape == (4, 10, 5)
 
 
 def test_an_adapting_warmup_starts_no_compile_and_sampling_starts_one(monkeypatch):
