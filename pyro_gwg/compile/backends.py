@@ -118,11 +118,12 @@ def _one_fake_mode() -> contextlib.AbstractContextManager:
 
     Tracing real tensors, :func:`~torch.fx.experimental.proxy_tensor.make_fx` records
     each value's metadata through the ambient fake mode, or else through a new
-    ``FakeTensorMode`` per value, each of which (PyTorch 2.5 on) extracts the Python
-    stack: about a third of a capture, more under a deep stack. A tracing context
-    holding one mode is the ambient mode. ``torch._guards`` is private: where it is
-    missing the capture runs without it, as before (it changes no node of the graph,
-    and :func:`capture`'s callers check the graph against the eager step)."""
+    ``FakeTensorMode`` per value, each of which extracts the Python stack: about a
+    third of a capture, more under a deep stack. A tracing context holding one mode is
+    the ambient mode. (The make_fx of PyTorch 2.1 makes a new mode per value whatever
+    the context.) ``torch._guards`` is private: where it is missing the capture runs
+    without it, as before (it changes no node of the graph, and :func:`capture`'s
+    callers check the graph against the eager step)."""
     try:
         from torch._guards import TracingContext, tracing
         from torch._subclasses.fake_tensor import FakeTensorMode
