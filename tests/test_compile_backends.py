@@ -104,6 +104,14 @@ def test_graph_data_rebuilds_the_graph_with_its_random_operators():
     assert backends.graph_key(rebuilt, (X,)) == backends.graph_key(graph, (X,))
     _agrees(rebuilt)
     _agrees(rebuilt, seed=4)
+    # a graph with constants of its own, one of them folded (the expand of a tensor
+    # made inside): it keeps no tensor that no node reads, and has the same key rebuilt
+    weights = torch.tensor([1, 1, 2, 1, 1])
+    graph = backends.capture(lambda x: _transition(x * weights.expand(3, 5)), (X,))
+    read = {node.target for node in graph.graph.nodes if node.op == "get_attr"}
+    assert read and set(dict(graph.named_buffers())) <= read
+    rebuilt = backends.graph_from_data(pickle.loads(pickle.dumps(backends.graph_data(graph))))
+    assert backends.graph_key(rebuilt, (X,)) == backends.graph_key(graph, (X,))
     data = backends.graph_data(graph)
     data["code"] += "# not the graph's code"
     with pytest.raises(RuntimeError, match="differs from the captured graph"):

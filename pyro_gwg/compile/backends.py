@@ -48,7 +48,7 @@ import pathlib
 import sys
 import tempfile
 import threading
-from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Set, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 import pyro
 import torch
@@ -146,7 +146,8 @@ def _fold_constants(graph: torch.fx.GraphModule) -> torch.fx.GraphModule:
     """``graph`` with every subgraph that reads no input (e.g. ``expand`` of a tensor
     the model made from a Python number) evaluated once and held as a contiguous
     constant: AOTInductor cannot lower views of constants. Random operators are
-    never folded."""
+    never folded. The tensors that only the folded subgraphs read are dropped (the
+    graph's key and its export hold none that no node reads)."""
     values: Dict[torch.fx.Node, torch.Tensor] = {}
     for node in graph.graph.nodes:
         if node.op == "get_attr":
@@ -169,6 +170,10 @@ def _fold_constants(graph: torch.fx.GraphModule) -> torch.fx.GraphModule:
         with graph.graph.inserting_before(node):
             node.replace_all_uses_with(graph.graph.get_attr(name))
     graph.graph.eliminate_dead_code()
+    read = {node.target for node in graph.graph.nodes if node.op == "get_attr"}
+    for name, _ in list(graph.named_buffers()):  # (those of the folded subgraphs)
+        if name not in read:
+            delattr(graph, name)
     graph.recompile()
     return graph
 
@@ -457,36 +462,14 @@ def save_aot_package(
     return compile_program(export_graph(graph, example_inputs), key)
 
 
-class _Ref(NamedTuple):
-    """A node of a graph, by its position (in :func:`graph_data`)."""
+class _Ref:
+    """A node of a graph, by its position (in :func:`graph_data`); not a tuple, so
+    that :func:`torch.fx.node.map_aggregate` treats it as a leaf."""
 
-    index: int
+    __slots__ = ("index",)
 
-
-def _encode(arg, index: Dict[torch.fx.Node, int]):
-    if isinstance(arg, torch.fx.Node):
-        return _Ref(index[arg])
-    if isinstance(arg, tuple):
-        return tuple(_encode(a, index) for a in arg)
-    if isinstance(arg, list):  # (fx's immutable lists too)
-        return [_encode(a, index) for a in arg]
-    if isinstance(arg, dict):
-        return {k: _encode(v, index) for k, v in arg.items()}
-    if isinstance(arg, slice):
-        return slice(*(_encode(a, index) for a in (arg.start, arg.stop, arg.step)))
-    return arg
-
-
-def _decode(arg, nodes: List[torch.fx.Node]):
-    if isinstance(arg, _Ref):
-        return nodes[arg.index]
-    if isinstance(arg, (tuple, list)):
-        return type(arg)(_decode(a, nodes) for a in arg)
-    if isinstance(arg, dict):
-        return {k: _decode(v, nodes) for k, v in arg.items()}
-    if isinstance(arg, slice):
-        return slice(*(_decode(a, nodes) for a in (arg.start, arg.stop, arg.step)))
-    return arg
+    def __init__(self, index: int) -> None:
+        self.index = index
 
 
 def graph_data(graph: torch.fx.GraphModule) -> dict:
@@ -498,24 +481,25 @@ def graph_data(graph: torch.fx.GraphModule) -> dict:
     tensor, such as ``aten.rand``, once, into a constant: a random draw would repeat at
     every call.)
 
-    :raises ValueError: for a node other than a placeholder, a constant, a function
-        call or the output (a capture makes no other).
+    :raises ValueError: for a node other than a placeholder, a constant of the graph
+        itself, a function call or the output (a capture makes no other).
     """
     index: Dict[torch.fx.Node, int] = {}
     nodes, constants = [], {}
     for node in graph.graph.nodes:
-        if node.op not in ("placeholder", "get_attr", "call_function", "output"):
+        if node.op not in ("placeholder", "get_attr", "call_function", "output") or (
+            node.op == "get_attr" and "." in node.target
+        ):
             raise ValueError("a captured graph has no {} node ({})".format(node.op, node.name))
         target = node.target
         if isinstance(target, torch._ops.OpOverload):
             namespace, name = target._schema.name.split("::")
             target = ("op", namespace, name, target._overloadname)
         elif node.op == "get_attr":
-            constants[target] = functools.reduce(getattr, target.split("."), graph)
+            constants[target] = getattr(graph, target)
         index[node] = len(nodes)
-        nodes.append(
-            (node.op, target, _encode(node.args, index), _encode(node.kwargs, index), node.name)
-        )
+        args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: _Ref(index[n]))
+        nodes.append((node.op, target, args, kwargs, node.name))
     return {"nodes": nodes, "constants": constants, "code": graph.code}
 
 
@@ -530,8 +514,10 @@ def graph_from_data(data: dict) -> torch.fx.GraphModule:
         if isinstance(target, tuple) and target[:1] == ("op",):
             _, namespace, op_name, overload = target
             target = getattr(getattr(getattr(torch.ops, namespace), op_name), overload)
-        node = graph.create_node(op, target, _decode(args, nodes), _decode(kwargs, nodes), name)
-        nodes.append(node)
+        args, kwargs = torch.fx.node.map_aggregate(
+            (args, kwargs), lambda a: nodes[a.index] if isinstance(a, _Ref) else a
+        )
+        nodes.append(graph.create_node(op, target, args, kwargs, name))
     module = torch.fx.GraphModule(dict(data["constants"]), graph)
     if module.code != data["code"]:
         raise RuntimeError("the graph rebuilt from its data differs from the captured graph")
