@@ -284,12 +284,9 @@ class ChainDriver:
         while self.t < end:
             start = self.t
             if self.adaptation is not None and self.warming_up:  # one adapted step
-                info, _ = self.step()
+                info, codes, log_joint = self.step_block(code_dtype)
                 if states is not None:
                     states.append(self.state)
-                info = type(info)(*(field.unsqueeze(1) for field in info))
-                codes = self.state.codes.to(code_dtype).unsqueeze(1)
-                log_joint = self.state.log_joint.unsqueeze(1)
             else:
                 size = min(every, end - start, self._to_phase_end())
                 info, codes, log_joint = self._block(size, code_dtype, states)
@@ -303,6 +300,13 @@ class ChainDriver:
                     )
             if observe is not None:
                 observe(start, info, codes, log_joint)
+
+    def step_block(self, code_dtype: torch.dtype = torch.long) -> tuple:
+        """:meth:`step` as a block of one step: ``(info, codes, log_joint)`` as
+        :meth:`run` hands them to its observer (fields ``[C, 1]``, codes ``[C, 1, D]``)."""
+        info, _ = self.step()
+        info = type(info)(*(field.unsqueeze(1) for field in info))
+        return info, self.state.codes.to(code_dtype).unsqueeze(1), self.state.log_joint.unsqueeze(1)
 
     def _to_phase_end(self) -> int:
         """Steps to the end of warmup (or an unbounded number after it): a block never

@@ -487,11 +487,8 @@ class DiscreteKernel(HeldInitialParams, MCMCKernel):
         size = 1 if given or adapting else self._ahead_size
         self._ahead_size = min(2 * size, UNOBSERVED_STEPS)
         if size == 1:
-            info, _ = driver.step()
-            states = [driver.state]
-            info = type(info)(*(field.unsqueeze(1) for field in info))
-            codes, log_joint = states[0].codes.unsqueeze(1), states[0].log_joint.unsqueeze(1)
-            values = None
+            info, codes, log_joint = driver.step_block()
+            states, values = [driver.state], None
         else:
             blocks, states = [], []
             driver.run(size, lambda t, *block: blocks.append(block), every=size, states=states)
