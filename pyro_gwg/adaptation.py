@@ -39,6 +39,7 @@ __all__ = [
     "StepSizeAdaptation",
     "fit_records",
     "flips_bound",
+    "warmup_bound",
 ]
 
 
@@ -51,6 +52,21 @@ def flips_bound(num_flips: int, num_coords: int) -> int:
     return min(1 << max(int(num_flips) - 1, 0).bit_length(), int(num_coords))
 
 
+#: the least warmup bound of :class:`NumFlipsAdaptation` (below it, more draws cost less
+#: than the transitions built to save them)
+MIN_WARMUP_BOUND = 64
+
+
+def warmup_bound(num_flips: int, num_coords: int) -> int:
+    """:func:`flips_bound` of ``2 * num_flips``, at least :data:`MIN_WARMUP_BOUND`: the
+    ``max_flips`` of GWG's warmup transition once :class:`NumFlipsAdaptation` reaches
+    ``num_flips`` (room to double before another transition is built).
+
+    :rtype: int
+    """
+    return flips_bound(max(2 * int(num_flips), MIN_WARMUP_BOUND), num_coords)
+
+
 class NumFlipsAdaptation:
     r"""The number of flips :math:`N` of GWG, adapted by dual averaging on
     :math:`\log N` toward ``target_accept_prob`` (the chains' mean acceptance
@@ -59,9 +75,16 @@ class NumFlipsAdaptation:
 
     :math:`N` is a run-time value: the ``num_flips`` field of the state, read by a step
     built with a bound ``max_flips`` (its ``static``) that draws ``max_flips``
-    coordinates and masks all but the first :math:`N`, so that adapting :math:`N` never
-    builds or compiles the transition again. During warmup the bound is ``D``; after
-    warmup it is :func:`flips_bound` of the frozen :math:`N` (the next power of two, at
+    coordinates and masks all but the first :math:`N`, so that a new value of
+    :math:`N` needs no new transition. A step's cost grows with its bound (GWG draws
+    ``max_flips`` coordinates, PAS and PAFS make ``max_flips`` sequential moves), so
+    the warmup bound is :func:`warmup_bound` of :math:`N` (at most :math:`4N`), set at
+    the start and again whenever :math:`N` passes the bound or falls to an eighth of
+    it (the early iterates of dual averaging range widely; between those limits the
+    transition in force is kept): a warmup builds a handful of transitions, at most
+    one per power of two up to ``D``, and goes back to one it built at no cost. After
+    warmup the
+    bound is :func:`flips_bound` of the frozen :math:`N` (the next power of two, at
     most ``D``), so that sampling draws at most :math:`2N` coordinates and the value
     :math:`N` is not a key of the compiled transition: runs whose warmups settle on
     nearby values share one compiled sampling transition (and its package in the disk
@@ -76,7 +99,7 @@ class NumFlipsAdaptation:
     def __init__(
         self, num_flips: int, num_coords: int, target_accept_prob: float, num_warmup: int
     ) -> None:
-        self.static: Dict[str, int] = {"max_flips": int(num_coords)}
+        self.static: Dict[str, int] = {"max_flips": warmup_bound(num_flips, num_coords)}
         self.num_coords = num_coords
         self.target_accept_prob = target_accept_prob
         self.num_warmup = num_warmup
@@ -95,6 +118,8 @@ class NumFlipsAdaptation:
         if final:
             self.adapted = self.current
             self.static = {"max_flips": flips_bound(self.current, self.num_coords)}
+        elif not self.current <= self.static["max_flips"] < 8 * self.current:
+            self.static = {"max_flips": warmup_bound(self.current, self.num_coords)}
         return state._replace(num_flips=torch.full_like(state.num_flips, self.current))
 
 

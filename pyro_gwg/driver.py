@@ -358,7 +358,8 @@ class ChainDriver:
         return fn
 
     def _may_compile(self) -> bool:
-        """Whether a background compile may start: not during an adapting warmup (see
+        """Whether a background compile may start, and a transition be captured at its
+        second call: not during an adapting warmup (see
         :class:`~pyro_gwg.compile.transition.BackgroundTransition`)."""
         return self.adaptation is None or not self.warming_up
 

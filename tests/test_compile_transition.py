@@ -196,20 +196,33 @@ def test_an_adapting_warmup_starts_no_compile_and_sampling_starts_one(monkeypatc
             assert len(made) == 2 and started == [(1, 1)]
         else:  # one transition, whose compile starts at its capture (its second call)
             assert len(made) == 1 and started == [(0, 1)]
-    # a transition captured while the driver says no starts its compile at its first
-    # call after the driver says yes
+    # while the driver says no, a transition is captured at its WARMUP_CAPTURE_CALLS-th
+    # call, not its second; captured then, it starts its compile at its first call
+    # after the driver says yes
+    monkeypatch.setattr(transition, "WARMUP_CAPTURE_CALLS", 4)
     _FakeCompile.started = []
     made.clear()
     started.clear()
     allowed = [False]
     kernel = _kernel("coupled_binary_field", 4)
     kernel.driver._may_compile = lambda: allowed[0]
-    _steps(kernel, 5, seed=0)
+    _steps(kernel, 3, seed=0)
+    assert made[0].form == "eager" and not made[0].captured
+    _steps(kernel, 2, seed=0)
     assert made[0].form == "graph" and started == [] and made[0].deferred is not None
     allowed[0] = True
     info, codes, _ = _steps(kernel, 3, seed=0)
     assert started == [(0, 5)] and len(_FakeCompile.started) == 1
     assert made[0].deferred is None and codes.shape == (4, 3, 5)
+    # a transition not captured when the driver says yes is captured at its next call
+    made.clear()
+    allowed[0] = False
+    kernel = _kernel("coupled_binary_field", 4)
+    kernel.driver._may_compile = lambda: allowed[0]
+    _steps(kernel, 3, seed=0)
+    allowed[0] = True
+    _steps(kernel, 1, seed=0)
+    assert made[0].form == "graph"
 
 
 def test_a_one_step_run_captures_nothing(monkeypatch):

@@ -9,7 +9,7 @@ from exactness import assert_exact
 from small_models import SUITE
 
 import pyro_gwg
-from pyro_gwg.adaptation import flips_bound
+from pyro_gwg.adaptation import flips_bound, warmup_bound
 from pyro_gwg.density import Density, PotentialDensity, binary_layout
 from pyro_gwg.driver import ChainDriver, CheckedAlgorithm, checked_algorithm
 from pyro_gwg.enumeration import exact_posterior
@@ -109,6 +109,21 @@ def test_warmup_adapts_one_step_at_a_time_without_building_the_step_again():
     assert driver.moves.moved is None  # nothing after warmup yet
     driver.run(16, every=8)
     assert driver.moves.steps == 16
+
+
+def test_a_warmup_on_many_coordinates_draws_a_bounded_number_of_them():
+    # warmup transitions once drew all D coordinates at every step (and PAS made D
+    # sequential moves); now each draws at most warmup_bound of the number of flips
+    pyro.set_rng_seed(0)
+    kernel = pyro_gwg.GWG(pyro_gwg.models.lattice_ising, num_flips="auto")
+    kernel.vectorized_chains = 4
+    kernel.setup(40, size=12, coupling=0.2)
+    driver = kernel.driver
+    driver.run(40)
+    bounds = [dict(key[1:])["max_flips"] for key in driver._compiled]
+    assert bounds[0] == warmup_bound(5, 144) == 64  # from the start, sqrt(D) / 2.5
+    assert set(bounds) <= {8, 16, 32, 64, 128, 144}  # powers of two, or D
+    assert driver.static == {"max_flips": flips_bound(kernel.adapted_num_flips, 144)}
 
 
 def test_the_sampling_bound_of_the_number_of_flips_is_the_next_power_of_two():

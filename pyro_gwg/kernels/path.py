@@ -87,10 +87,11 @@ class PAS(_PathKernel):
     is ``L`` (adapted during warmup with ``"auto"``, toward the 0.574 of the DISCS
     benchmark's adaptive path samplers, Goshvadi et al. 2023 [Goshvadi2023]_); a path
     may move a coordinate several times, so ``L`` may exceed the number of coordinates.
-    While ``L`` adapts, a step is built for any length up to the number of coordinates
-    ``D`` and makes ``D`` moves, those past ``L`` masked (as GWG draws ``D``
-    coordinates): a warmup step costs ``D`` sequential proposal evaluations, and a
-    sampling step makes at most ``2 L`` moves (:func:`~pyro_gwg.adaptation.flips_bound`).
+    While ``L`` adapts, a step is built for lengths up to a bound and makes that many
+    moves, those past ``L`` masked (as GWG draws that many coordinates): a warmup
+    step makes fewer than ``8 L`` moves, or 64, never more than the number of
+    coordinates (:func:`~pyro_gwg.adaptation.warmup_bound`), and a sampling step at
+    most ``2 L`` (:func:`~pyro_gwg.adaptation.flips_bound`).
     The settings are those of :class:`~pyro_gwg.kernels.gwg.FlipCountKernel`.
 
     Per-draw statistics: ``accepted``, ``accept_prob``, ``num_changed``,
