@@ -57,36 +57,16 @@ CHAINS = 16
 
 @contextlib.contextmanager
 def all_coordinates() -> Iterator[None]:
-    """The warmup policy before bounded transitions: the bound ``D`` until the last
-    warmup step, and the capture at a transition's second call."""
-    update = adaptation.NumFlipsAdaptation.update
-
-    def update_all(self, t, state, info):
-        state = update(self, t, state, info)
-        if self.adapted is None:  # (warmup goes on)
-            self.static = {"max_flips": self.num_coords}
-        return state
-
-    saved = (adaptation.NumFlipsAdaptation.update, transition.WARMUP_CAPTURE_CALLS)
-    adaptation.NumFlipsAdaptation.update = update_all
+    """The warmup policy before bounded transitions: every warmup bound ``D`` (the
+    adaptation reads :func:`~pyro_gwg.adaptation.warmup_bound` from its module), and
+    the capture at a transition's second call."""
+    saved = (adaptation.warmup_bound, transition.WARMUP_CAPTURE_CALLS)
+    adaptation.warmup_bound = lambda num_flips, num_coords: int(num_coords)
     transition.WARMUP_CAPTURE_CALLS = 2
     try:
         yield
     finally:
-        adaptation.NumFlipsAdaptation.update, transition.WARMUP_CAPTURE_CALLS = saved
-
-
-def first_bound_all(kernel) -> None:
-    """Start the warmup at the bound ``D`` (the policy before), for ``kernel``'s run."""
-    make = kernel.adaptation
-
-    def adaptation_all(density, num_warmup):
-        found = make(density, num_warmup)
-        if found is not None:
-            found.static = {"max_flips": found.num_coords}
-        return found
-
-    kernel.adaptation = adaptation_all
+        adaptation.warmup_bound, transition.WARMUP_CAPTURE_CALLS = saved
 
 
 def one_run(kind: str, size: int, warmup: int, policy: str, seed: int) -> Dict[str, object]:
@@ -97,11 +77,7 @@ def one_run(kind: str, size: int, warmup: int, policy: str, seed: int) -> Dict[s
         kernel, num_samples=10, warmup_steps=warmup, num_chains=CHAINS, disable_progbar=True
     )
     start = time.perf_counter()
-    if policy == "all_coordinates":
-        first_bound_all(kernel)
-        with all_coordinates():
-            mcmc.run()
-    else:
+    with all_coordinates() if policy == "all_coordinates" else contextlib.nullcontext():
         mcmc.run()
     return {
         "wall_s": time.perf_counter() - start,

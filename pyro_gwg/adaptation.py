@@ -83,9 +83,8 @@ class NumFlipsAdaptation:
     it (the early iterates of dual averaging range widely; between those limits the
     transition in force is kept): a warmup builds a handful of transitions, at most
     one per power of two up to ``D``, and goes back to one it built at no cost. After
-    warmup the
-    bound is :func:`flips_bound` of the frozen :math:`N` (the next power of two, at
-    most ``D``), so that sampling draws at most :math:`2N` coordinates and the value
+    warmup the bound is :func:`flips_bound` of the frozen :math:`N` (the next power of
+    two, at most ``D``), so that sampling draws at most :math:`2N` coordinates and the value
     :math:`N` is not a key of the compiled transition: runs whose warmups settle on
     nearby values share one compiled sampling transition (and its package in the disk
     cache).

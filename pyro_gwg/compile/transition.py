@@ -146,10 +146,10 @@ ROUNDING = 1e-6
 #: random streams on which the captured graph is compared with the eager step
 AGREEMENT_TRIES = 2
 #: calls a transition makes eagerly before its capture while the driver says no to a
-#: compile (an adapting warmup): a capture costs about as much as this many eager steps
-#: (measured: 0.13 s against 4 ms on 10x10 Ising with 16 chains), so a transition that
-#: the adaptation leaves sooner (the wide early iterates of dual averaging) is never
-#: captured, and one it keeps pays at most twice the least it could
+#: compile (an adapting warmup): a capture costs as much as 30-60 eager steps
+#: (measured on 10x10 Ising with 16 chains: 0.13 s against 2-4 ms), so a transition
+#: that the adaptation leaves sooner (the wide early iterates of dual averaging) is
+#: never captured
 WARMUP_CAPTURE_CALLS = 32
 
 
