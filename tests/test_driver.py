@@ -90,6 +90,18 @@ def test_one_step_function_serves_blocks_of_every_length():
     assert driver.t == 29
 
 
+@pytest.mark.parametrize("code_dtype", [torch.int8, torch.long])
+def test_blocks_hand_the_observer_the_states_in_its_integer_type(code_dtype):
+    kernel = pyro_gwg.GWG(_ising_model)
+    kernel.vectorized_chains = 3
+    kernel.setup(0)
+    seen, states = [], []
+    kernel.driver.run(10, lambda *block: seen.append(block[2]), 4, code_dtype, states)
+    assert [codes.dtype for codes in seen] == [code_dtype] * 3
+    expected = torch.stack([s.codes for s in states], 1)
+    assert torch.equal(torch.cat(seen, 1).long(), expected)
+
+
 @pytest.mark.slow
 def test_warmup_adapts_one_step_at_a_time_without_building_the_step_again():
     pyro.set_rng_seed(0)
