@@ -93,9 +93,9 @@ file to the cache (no compile of their own); ``met`` needs all of it.
 The targets of issue 29: the default path per step (cached) within 1.5x of the fused
 floor at L = 10 with 16 chains and on the RBM (``met``), the first draw in under 2 s
 cached or not, and the drop-in path within 1.5x of ``pyro_gwg.MCMC`` with one chain.
-Settings run one after the other; the machine is a loaded 2-core machine
-(the library's background compiler takes the second core while it runs), so compare
-numbers within one setting.
+Settings run one after the other on a shared 2-core machine whose load varies between
+runs (the library's background compiler takes the second core while it runs), so
+compare numbers within one setting.
 
 Run from the repository root::
 
@@ -176,8 +176,9 @@ DROPIN_RUNNERS = ("pyro_infer", "pyro_gwg", "pyro_loop")
 #: the message the library logs when a run loads its compiled transition from the cache
 LOADED_MESSAGE = "loaded a compiled transition"
 NOTE = (
-    "Measured on a loaded 2-core machine (shared with other work; the library's background "
-    "compiler takes the second core while it runs): compare numbers within one setting."
+    "Measured on a 2-core machine, one torch thread per process (the library's background "
+    "compiler takes the second core while it runs); the machine is shared and its load "
+    "varies between runs: compare numbers within one setting."
 )
 
 
