@@ -471,6 +471,8 @@ def render_floor(d: dict) -> list[str]:
             "first draw uncached s": row["first_draw_uncached_s"],
             "first draw cached s": row["first_draw_cached_s"],
             "first draw < 2 s": row["first_draw_met"],
+            "chains waited, new process, uncached s": row.get("blocked_uncached_s"),
+            "chains waited, new process, cached s": row.get("blocked_cached_s"),
             "acceptance uncached, cached, fused": row["accept_rates"],
             "same transition": row["same_transition"],
         }

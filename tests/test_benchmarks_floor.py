@@ -159,7 +159,10 @@ def test_one_setting_in_process_gives_a_row_and_a_report_section(floor, monkeypa
         fused = out[name]
         assert fused["us_per_step"] > 0 and fused["steps"] >= 50
         assert fused["num_flips"] == out["cached"]["num_flips"]
-    out["first_draw"] = {"uncached": {"run_s": 2.5}, "cached": {"run_s": 0.5}}
+    out["first_draw"] = {
+        "uncached": {"run_s": 2.5, "blocked_s": 0.6},
+        "cached": {"run_s": 0.5, "blocked_s": 0.4},
+    }
     row = floor.summarise(target, 16, out)
     assert row["ratio_cached"] == pytest.approx(
         out["cached"]["us_per_step"] / out["fused"]["us_per_step"]
@@ -170,6 +173,7 @@ def test_one_setting_in_process_gives_a_row_and_a_report_section(floor, monkeypa
     assert row["required"] == "<= 1.5x"
     assert row["met"] == (row["ratio_cached"] <= 1.5 and same)
     assert row["first_draw_met"] is False
+    assert (row["blocked_uncached_s"], row["blocked_cached_s"]) == (0.6, 0.4)
     assert row["accept_rates"] == [out[k]["accept_rate"] for k in ("uncached", "cached", "fused")]
     assert floor.summarise(target, 256, out)["met"] is None  # no target at 256 chains
 

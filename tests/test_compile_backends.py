@@ -293,18 +293,18 @@ def test_cache_files_follow_the_umask(umask, monkeypatch, tmp_path):
         assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~umask, path
 
 
-@needs_aot
-def test_the_loader_probe_runs_in_the_background_only_when_a_load_is_likely(monkeypatch, tmp_path):
-    monkeypatch.setattr(backends, "_PROBE", None)
-    monkeypatch.setenv(backends.CACHE_ENV, str(tmp_path))
-    backends.prewarm_loader()  # an empty cache: no load is coming, no probe
-    assert backends._PROBE is None
-    folder = backends.cache_dir()
-    folder.mkdir(parents=True)
-    (folder / "x.pt2").write_bytes(b"")
-    backends.prewarm_loader()
-    backends.prewarm_loader()
-    backends._PROBE.join()
+def test_the_cache_keeps_packages_apart_by_pytorch_version_and_cpu(monkeypatch, tmp_path):
+    fake = _FakeAot(monkeypatch, tmp_path)
+    key = backends.cpu_key()
+    assert re.fullmatch(r"[\w.]+-[0-9a-f]{12}", key)
+    assert backends.cache_dir() == tmp_path / "aot-torch-{}-{}".format(torch.__version__, key)
+    backends.save_aot_package(None, (torch.zeros(2),), "key")
+    assert backends.cached_package("key") is not None
+    # the same cache on a machine with another CPU: its packages are not loaded there
+    monkeypatch.setattr(backends, "cpu_key", lambda: "x86_64-000000000000")
+    assert backends.cached_package("key") is None and len(fake.loaded) == 1
+    backends.save_aot_package(None, (torch.zeros(2),), "key")
+    assert len(fake.compiled) == 2 and len(list(tmp_path.glob("*/key.pt2"))) == 2
 
 
 @pytest.mark.parametrize("seconds", [0.2, 5.0])

@@ -45,9 +45,9 @@ import hashlib
 import logging
 import os
 import pathlib
+import platform
 import sys
 import tempfile
-import threading
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 import pyro
@@ -69,10 +69,10 @@ __all__ = [
     "cached_package",
     "capture",
     "compile_function",
+    "cpu_key",
     "graph_key",
     "load_package",
     "make_fx_compile",
-    "prewarm_loader",
 ]
 
 logger = logging.getLogger(__name__)
@@ -215,7 +215,9 @@ CACHE_ENV = "PYRO_GWG_CACHE_DIR"
 def cache_dir() -> pathlib.Path:
     """The directory of the on-disk cache of AOTInductor packages (:func:`aot_compile`):
     ``$PYRO_GWG_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/pyro_gwg`` (``~/.cache``
-    without it), in a folder per PyTorch version. Delete it to compile afresh.
+    without it), in a folder per PyTorch version and CPU (:func:`cpu_key`: a package
+    holds machine code for the CPU it was compiled on, so machines that share a home
+    directory keep apart). Delete it to compile afresh.
 
     :rtype: pathlib.Path
     """
@@ -223,7 +225,30 @@ def cache_dir() -> pathlib.Path:
     if not root:
         base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
         root = os.path.join(base, "pyro_gwg")
-    return pathlib.Path(root) / "aot-torch-{}".format(torch.__version__)
+    return pathlib.Path(root) / "aot-torch-{}-{}".format(torch.__version__, cpu_key())
+
+
+@functools.cache
+def cpu_key() -> str:
+    """The CPU in a cache folder's name: its architecture and the first 12 hex digits of
+    the SHA-256 of its instruction-set flags (the ``flags`` or ``Features`` line of
+    ``/proc/cpuinfo``; elsewhere, :func:`platform.processor`), e.g.
+    ``x86_64-3f2a9c01b7de``.
+
+    :rtype: str
+    """
+    flags = None
+    with contextlib.suppress(OSError):
+        with open("/proc/cpuinfo") as info:
+            for line in info:
+                name, _, value = line.partition(":")
+                if name.strip() in ("flags", "Features"):
+                    flags = " ".join(sorted(value.split()))
+                    break
+    if flags is None:
+        flags = platform.processor()
+    digest = hashlib.sha256(flags.encode()).hexdigest()[:12]
+    return "{}-{}".format(platform.machine() or "unknown", digest)
 
 
 def _digest(parts: Sequence[object]) -> str:
@@ -327,56 +352,32 @@ def _verified(path: pathlib.Path) -> bool:
     return False
 
 
-#: the background probe of the CPU's vector instructions (see :func:`prewarm_loader`)
-_PROBE: Optional[threading.Thread] = None
-
-
-def prewarm_loader() -> None:
-    """Start, once per process, the probe of the CPU's vector instruction sets that
-    PyTorch runs before it loads the first AOTInductor package of a process (about 2 s
-    of compiling test programs on a 2-core machine) in a background thread, so that it
-    overlaps with tracing the transition; done only when the disk cache holds
-    packages, i.e. where a load is likely. :func:`load_package` waits for it."""
-    global _PROBE
-    if _PROBE is not None or not aot_available():
-        return
-    try:
-        if not any(cache_dir().glob("*.pt2")):
-            return
-        from torch._inductor import cpu_vec_isa
-    except Exception:  # no cache, or a PyTorch without this (private) module
-        return
-
-    def probe() -> None:
-        try:
-            cpu_vec_isa.valid_vec_isa_list()
-        except Exception as error:  # the load then probes itself
-            logger.debug("probing the CPU's vector instructions failed: %s", error)
-
-    _PROBE = threading.Thread(target=probe, name="pyro_gwg-isa-probe", daemon=True)
-    _PROBE.start()
-
-
 def load_package(path: pathlib.Path) -> Callable:
-    """The package at ``path`` loaded (the first load in a process also probes the CPU's
-    vector instructions: a few seconds, unless :func:`prewarm_loader` did), as a
-    function of the flat tensors of the captured graph returning a list of tensors.
-    Not called: the caller's first call shows whether it runs.
+    """The package at ``path`` loaded, as a function of the flat tensors of the captured
+    graph returning a list of tensors. Not called: the caller's first call shows
+    whether it runs.
+
+    The package's runner is PyTorch's own loader (``AOTIModelPackageLoader``, as
+    :func:`torch._inductor.package.load_package` makes it) made directly: through
+    :func:`torch._inductor.aoti_load_package`, the first load of a process compares the
+    package's CPU with this one's, which probes the CPU's vector instructions by
+    building and loading test libraries in ten child processes (1.5 s, which the chains
+    waited for), only to log a warning on a mismatch. The cache keeps packages apart by
+    CPU instead (:func:`cache_dir`). Where that loader is missing or takes other
+    arguments (another PyTorch), the package loads through
+    :func:`torch._inductor.aoti_load_package`.
 
     :raises RuntimeError: naming the file, when it does not load."""
-    if _PROBE is not None:
-        _PROBE.join()
     try:
-        model = torch._inductor.aoti_load_package(str(path))
+        loader = _package_loader(str(path))
     except Exception as error:
         raise RuntimeError(
             "the cached package {} does not load ({}: {})".format(
                 path, type(error).__name__, _first_line(error)
             )
         ) from error
-    loader = getattr(model, "loader", None)
-    if loader is None or not hasattr(loader, "boxed_run"):
-        return model
+    if not hasattr(loader, "boxed_run"):
+        return loader
     boxed_run = loader.boxed_run
 
     # the flat tensors straight to the package's runner (calling the model itself
@@ -386,6 +387,19 @@ def load_package(path: pathlib.Path) -> Callable:
         return boxed_run([t.contiguous() for t in tensors])
 
     return run
+
+
+def _package_loader(path: str):
+    """The runner of the package at ``path`` (see :func:`load_package`): its loader, or
+    the loaded model where the loader cannot be made directly."""
+    make = getattr(getattr(torch._C, "_aoti", None), "AOTIModelPackageLoader", None)
+    if make is not None:
+        try:  # (path, model name, run single-threaded, runners, device index)
+            return make(path, "model", False, 1, -1)
+        except TypeError:  # another PyTorch's signature
+            pass
+    model = torch._inductor.aoti_load_package(path)
+    return getattr(model, "loader", model)
 
 
 def _first_line(error: Exception) -> str:

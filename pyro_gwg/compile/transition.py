@@ -254,8 +254,6 @@ class BackgroundTransition:
 
     def _capture_from(self, state: NamedTuple) -> None:
         example = self.flat.example(state)
-        if backends.aot_available() and state.codes.device.type == "cpu":
-            backends.prewarm_loader()  # a package load's CPU probe, during the capture
         try:
             graph = backends.capture(self.flat.fn, example)
         except Exception as error:  # cannot be captured: the model runs eagerly
