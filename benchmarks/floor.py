@@ -59,10 +59,10 @@ warmup_steps=0`` from a fresh ``pyro_gwg.MCMC``, each in a fresh process:
 ``uncached`` with an empty cache folder (that process then runs the same settings for
 a few more draws, which starts the background compilation, and waits for it to land
 in the cache), ``cached`` in the next process, with that folder. Each process then
-runs :data:`FILL_STEPS` draws of the same settings (the capture of the transition at
-its second step, the first of the process, and in the cached process the load of its
-package): their ``mcmc.timing["compile"]``, the seconds the chains waited
-(``blocked``), is reported beside the time to the first draw.
+runs :data:`FILL_STEPS` draws of the same settings (the process's first capture, at
+the transition's second step, and in the cached process the load of its package):
+that run's ``mcmc.timing["compile"]``, the seconds the chains waited (``blocked``),
+is reported beside the time to the first draw.
 
 The drop-in path (``dropin``): for L = 10 at theta 0.4 and the RBM, in ONE worker
 process with a fresh cache folder of its own, one chain of ``GWG(model)`` (its default

@@ -4,6 +4,7 @@ and the fallbacks."""
 
 import inspect
 import os
+import pathlib
 import pickle
 import re
 import stat
@@ -305,6 +306,37 @@ def test_the_cache_keeps_packages_apart_by_pytorch_version_and_cpu(monkeypatch, 
     assert backends.cached_package("key") is None and len(fake.loaded) == 1
     backends.save_aot_package(None, (torch.zeros(2),), "key")
     assert len(fake.compiled) == 2 and len(list(tmp_path.glob("*/key.pt2"))) == 2
+
+
+class _Runner:
+    def boxed_run(self, tensors):
+        return [t + 1 for t in tensors]
+
+
+class _Model:
+    def __init__(self, loader):
+        self.loader = loader
+
+    def __call__(self, *tensors):
+        return [t - 1 for t in tensors]
+
+
+@pytest.mark.parametrize("loader", [_Runner(), None])
+def test_a_pytorch_whose_package_loader_takes_other_arguments_loads_through_aoti(
+    loader, monkeypatch
+):
+    def other_signature(*args):
+        raise TypeError("incompatible constructor arguments")
+
+    aoti = getattr(torch._C, "_aoti", None)
+    if aoti is not None:
+        monkeypatch.setattr(aoti, "AOTIModelPackageLoader", other_signature, raising=False)
+    monkeypatch.setattr(
+        torch._inductor, "aoti_load_package", lambda path: _Model(loader), raising=False
+    )
+    run = backends.load_package(pathlib.Path("x.pt2"))
+    # its loader's boxed_run where it has one, else the model itself
+    assert run(torch.zeros(2))[0].tolist() == ([1.0, 1.0] if loader else [-1.0, -1.0])
 
 
 @pytest.mark.parametrize("seconds", [0.2, 5.0])

@@ -391,7 +391,7 @@ def load_package(path: pathlib.Path) -> Callable:
 
 def _package_loader(path: str):
     """The runner of the package at ``path`` (see :func:`load_package`): its loader, or
-    the loaded model where the loader cannot be made directly."""
+    the loaded model (callable) where no loader with ``boxed_run`` can be had."""
     make = getattr(getattr(torch._C, "_aoti", None), "AOTIModelPackageLoader", None)
     if make is not None:
         try:  # (path, model name, run single-threaded, runners, device index)
@@ -399,7 +399,8 @@ def _package_loader(path: str):
         except TypeError:  # another PyTorch's signature
             pass
     model = torch._inductor.aoti_load_package(path)
-    return getattr(model, "loader", model)
+    loader = getattr(model, "loader", None)
+    return loader if hasattr(loader, "boxed_run") else model
 
 
 def _first_line(error: Exception) -> str:
