@@ -121,6 +121,69 @@ def test_graph_data_rebuilds_the_graph_with_its_random_operators():
         backends.graph_data(torch.fx.symbolic_trace(torch.nn.Sequential(torch.nn.Linear(2, 2))))
 
 
+def _with_constants(x):
+    """A function of ``x [3, 5]`` with constants made inside: one number everywhere (a
+    signed zero, a NaN, a two), a row repeated down the rows, a tensor that repeats
+    nothing, and zeros of two signs in one row (which repeat as numbers, not as bits)."""
+    signs = torch.tensor([0.0, -0.0, 0.0, 0.0, -0.0]).expand(3, 5)
+    filled = torch.full((3, 5), 2.0) + torch.zeros(3, 5).neg()
+    nan = torch.full((3, 5), float("nan"))
+    rows = torch.tensor([1, 1, 2, 1, 1]).expand(3, 5)
+    plain = torch.arange(15).reshape(3, 5)
+    ones = x.float() + 1  # (each constant meets the input: none is folded further)
+    return (
+        torch.copysign(ones, signs),
+        torch.copysign(ones, torch.zeros(3, 5).neg()) + filled * x,
+        torch.where(x > 0, nan, ones),
+        rows * x + plain,
+    )
+
+
+def _same_outputs(got, want) -> None:
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        assert torch.equal(g.view(torch.uint8), w.view(torch.uint8)), (g, w)  # bit for bit
+
+
+def test_constants_are_held_at_their_broadcast_core():
+    # a folded value that repeats along a dimension is held at its core: one number
+    # as aten.full (no tensor of the full size read at every call), a repeated row as
+    # a clone of the expand of that row; bits decide what repeats (-0.0 is not 0.0)
+    graph = backends.capture(_with_constants, (X,))
+    _same_outputs(graph(X), _with_constants(X))
+    sizes = sorted(tuple(b.shape) for b in graph.buffers())
+    assert sizes == [(1, 5), (1, 5), (3, 5)], sizes  # signs' and rows' cores, plain
+    fills = [n for n in graph.graph.nodes if n.target is torch.ops.aten.full.default]
+    assert len(fills) == 3, graph.code  # the signed zero, the two, the NaN
+    rebuilt = backends.graph_from_data(pickle.loads(pickle.dumps(backends.graph_data(graph))))
+    assert backends.graph_key(rebuilt, (X,)) == backends.graph_key(graph, (X,))
+    _same_outputs(rebuilt(X), _with_constants(X))
+
+
+def test_broadcast_core_compares_bits():
+    assert backends._broadcast_core(torch.full((4, 3), -0.0)).shape == (1, 1)
+    assert backends._broadcast_core(torch.tensor([0.0, -0.0])).shape == (2,)
+    nan = torch.full((2, 2), float("nan"))
+    assert backends._broadcast_core(nan).shape == (1, 1)
+    other_nan = nan.clone()
+    other_nan.view(torch.int32)[0, 1] ^= 1  # another NaN payload
+    assert backends._broadcast_core(other_nan).shape == (2, 2)
+    columns = torch.arange(3).unsqueeze(0).expand(5, 3)
+    assert torch.equal(backends._broadcast_core(columns), torch.arange(3).unsqueeze(0))
+    assert backends._broadcast_core(torch.tensor(True)).shape == ()
+
+
+@pytest.mark.slow
+@needs_aot
+def test_aot_compiles_the_constants_held_at_their_core(monkeypatch, tmp_path):
+    monkeypatch.setenv(backends.CACHE_ENV, str(tmp_path))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CompilationWarning)
+        compiled = backends.compile_function(_with_constants, (X,), "aot")
+    _same_outputs(tuple(compiled(X)), _with_constants(X))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["graph", "aot", "make_fx"])
 def test_each_backend_agrees_with_eager_mode(backend, monkeypatch, tmp_path):
