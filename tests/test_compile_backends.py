@@ -172,6 +172,11 @@ def test_broadcast_core_compares_bits():
     columns = torch.arange(3).unsqueeze(0).expand(5, 3)
     assert torch.equal(backends._broadcast_core(columns), torch.arange(3).unsqueeze(0))
     assert backends._broadcast_core(torch.tensor(True)).shape == ()
+    # contiguous as PyTorch says, with a stride of 3 along its last dimension (of size 1)
+    odd = torch.arange(48.0).reshape(16, 3).t()[:, :1]
+    assert odd.is_contiguous() and odd.stride(-1) == 3
+    assert torch.equal(backends._broadcast_core(odd), odd)
+    assert backends._broadcast_core(odd.expand(3, 4) * 0).shape == (1, 1)
 
 
 @pytest.mark.slow

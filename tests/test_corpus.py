@@ -21,6 +21,7 @@ from typing import Optional
 import pyro
 import pytest
 import torch
+from capture import assert_default_capture
 from exactness import assert_exact
 from ordinary_models import CORPUS
 from test_bridge_checks import (
@@ -166,6 +167,14 @@ def test_gwg_runs_in_pyro_mcmc(name):
     samples = mcmc.get_samples()
     assert set(samples) == {site.name for site in sampler.energy.sites}
     assert all(value.shape[0] == 3 for value in samples.values())
+
+
+@pytest.mark.parametrize("name", list(CORPUS))
+def test_the_default_transition_is_captured(name):
+    # (see capture.assert_default_capture)
+    entry = CORPUS[name]
+    sampler = pyro_gwg.GWG(entry.model, **{**entry.options, "jit_compile": "auto"})
+    assert_default_capture(sampler, *entry.args)
 
 
 # the must-refuse corpus: the models of tests/test_bridge_checks.py's "bad input" section that

@@ -7,6 +7,7 @@ import pickle
 import pyro
 import pytest
 import torch
+from capture import assert_default_capture
 from exactness import assert_exact, draw_codes
 from pyro.infer import MCMC
 from small_models import BOUNDS, KIND_COVER, SUITE
@@ -268,6 +269,15 @@ ALL_KERNELS = {
     "hb-4-2": lambda model: HammingBall(model, block_size=4, radius=2),
     "lb": LocallyBalanced,
 }
+
+
+@pytest.mark.parametrize("kernel", ["gwg", "gibbs"])
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_the_default_transition_of_every_model_is_captured(name, kernel):
+    # (see capture.assert_default_capture)
+    model, args = MODELS[name]
+    pyro.set_rng_seed(0)
+    assert_default_capture(ALL_KERNELS[kernel](model), *args)
 
 
 @pytest.mark.parametrize("kernel", sorted(ALL_KERNELS))

@@ -215,9 +215,15 @@ def _broadcast_core(value: torch.Tensor) -> torch.Tensor:
 def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Whether ``a`` and ``b`` (of one dtype and shape) hold the same bytes."""
     if a.dtype.is_floating_point or a.dtype.is_complex:
-        bytes_a = a.contiguous().view(torch.uint8)
-        return torch.equal(bytes_a, b.contiguous().view(torch.uint8))
+        return torch.equal(_bytes(a), _bytes(b))
     return torch.equal(a, b)
+
+
+def _bytes(t: torch.Tensor) -> torch.Tensor:
+    """The bytes of ``t`` (a copy with row-major strides: a tensor PyTorch calls
+    contiguous may have any stride along a dimension of size 1, which a view as bytes
+    refuses)."""
+    return t.new_empty(t.shape).copy_(t).view(torch.uint8)
 
 
 def capture(fn: Callable, example_inputs: Sequence[torch.Tensor]) -> torch.fx.GraphModule:
