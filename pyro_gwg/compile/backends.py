@@ -145,12 +145,7 @@ def keeping_rng(example_inputs: Sequence[torch.Tensor]) -> Iterator[None]:
 def _fold_constants(graph: torch.fx.GraphModule) -> torch.fx.GraphModule:
     """``graph`` with every subgraph that reads no input (e.g. ``expand`` of a tensor
     the model made from a Python number) evaluated once and held as a contiguous
-    constant: AOTInductor cannot lower views of constants. A value that repeats along
-    some of its dimensions is held at its broadcast core (:func:`_broadcast_core`):
-    one element becomes an ``aten.full``, a smaller core a ``clone`` of its
-    ``expand``, which the compiled kernels read or write without a tensor of the full
-    size in memory (on 40x40 Ising with 256 chains, a ``[256, 1600]`` long constant
-    filled with one number cost a 3.3 MB read and copy per step). Random operators are
+    constant: AOTInductor cannot lower views of constants. Random operators are
     never folded. The tensors that only the folded subgraphs read are dropped (the
     graph's key and its export hold none that no node reads)."""
     values: Dict[torch.fx.Node, torch.Tensor] = {}
@@ -167,29 +162,13 @@ def _fold_constants(graph: torch.fx.GraphModule) -> torch.fx.GraphModule:
             value = node.target(*args, **kwargs)
             if isinstance(value, torch.Tensor):
                 values[node] = value
-    aten = torch.ops.aten
     for i, (node, value) in enumerate(values.items()):
         if node.op == "get_attr" or all(user in values for user in node.users):
             continue
-        value = value.detach()
-        core = _broadcast_core(value)
+        name = "_pyro_gwg_folded_{}".format(i)
+        graph.register_buffer(name, value.detach().contiguous().clone())
         with graph.graph.inserting_before(node):
-            if core.numel() == 1 and value.numel() > 1:
-                folded = graph.graph.call_function(
-                    aten.full.default,
-                    (list(value.shape), core.item()),
-                    dict(dtype=value.dtype, layout=value.layout, device=value.device),
-                )
-            else:
-                name = "_pyro_gwg_folded_{}".format(i)
-                graph.register_buffer(name, core.contiguous().clone())
-                folded = graph.graph.get_attr(name)
-                if core.shape != value.shape:
-                    expanded = graph.graph.call_function(
-                        aten.expand.default, (folded, list(value.shape))
-                    )
-                    folded = graph.graph.call_function(aten.clone.default, (expanded,))
-            node.replace_all_uses_with(folded)
+            node.replace_all_uses_with(graph.graph.get_attr(name))
     graph.graph.eliminate_dead_code()
     read = {node.target for node in graph.graph.nodes if node.op == "get_attr"}
     for name, _ in list(graph.named_buffers()):  # (those of the folded subgraphs)
@@ -197,33 +176,6 @@ def _fold_constants(graph: torch.fx.GraphModule) -> torch.fx.GraphModule:
             delattr(graph, name)
     graph.recompile()
     return graph
-
-
-def _broadcast_core(value: torch.Tensor) -> torch.Tensor:
-    """The smallest tensor that ``value`` is an ``expand`` of: every dimension along
-    which ``value`` repeats (bit for bit: ``-0.0`` is not ``0.0``, a NaN repeats a
-    NaN of the same bits) narrowed to size 1."""
-    core = value
-    for dim, size in enumerate(value.shape):
-        if size > 1:
-            first = core.narrow(dim, 0, 1)
-            if _same_bits(core, first.expand_as(core)):
-                core = first
-    return core
-
-
-def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Whether ``a`` and ``b`` (of one dtype and shape) hold the same bytes."""
-    if a.dtype.is_floating_point or a.dtype.is_complex:
-        return torch.equal(_bytes(a), _bytes(b))
-    return torch.equal(a, b)
-
-
-def _bytes(t: torch.Tensor) -> torch.Tensor:
-    """The bytes of ``t`` (a copy with row-major strides: a tensor PyTorch calls
-    contiguous may have any stride along a dimension of size 1, which a view as bytes
-    refuses)."""
-    return t.new_empty(t.shape).copy_(t).view(torch.uint8)
 
 
 def capture(fn: Callable, example_inputs: Sequence[torch.Tensor]) -> torch.fx.GraphModule:
