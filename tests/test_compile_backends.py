@@ -121,6 +121,56 @@ def test_graph_data_rebuilds_the_graph_with_its_random_operators():
         backends.graph_data(torch.fx.symbolic_trace(torch.nn.Sequential(torch.nn.Linear(2, 2))))
 
 
+LENGTHS = torch.tensor([2, 3, 1])
+
+
+def _reads_constants(x):
+    """Python reads tensors that depend on no input: the model's data (``LENGTHS``, a
+    slice bound from it), one made inside from Python numbers, a loop over its
+    elements."""
+    total = x.float().sum(-1)
+    steps = torch.tensor([1, 2])
+    for k in steps:
+        total = total + int(k) * x[:, : int(LENGTHS[k])].float().sum(-1)
+    return (total, x[:, : int(LENGTHS.max())] * 2)
+
+
+def _reads_allowed() -> bool:
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    return bool(backends._constant_reads(make_fx))
+
+
+#: PyTorch's make_fx lets Python read values from 2.2 on (PyTorch 2.1 refuses every read)
+needs_reads = pytest.mark.skipif(not _reads_allowed(), reason="this make_fx refuses every read")
+
+
+@needs_reads
+def test_a_capture_reads_the_values_of_constants():
+    graph = backends.capture(_reads_constants, (X,))
+    other = torch.tensor([[1, 1, 0, 0, 1], [0, 1, 1, 1, 0], [1, 0, 1, 0, 1]])
+    for x in (X, other):
+        for got, want in zip(graph(x), _reads_constants(x)):
+            assert torch.equal(got, want)
+    targets = {str(n.target) for n in graph.graph.nodes}
+    assert not any("_local_scalar_dense" in t for t in targets)  # no read left in it
+
+
+@pytest.mark.parametrize(
+    "read",
+    [
+        lambda x: (x * 2,) if bool(x.sum() > 100) else (x,),  # a branch on an input
+        lambda x: (x[:, : int(x[0, 1]) + 1],),  # a slice bound read from an input
+        lambda x: (torch.ones(int((x.sum() * 0 + LENGTHS.sum()).item())),),  # (through it)
+    ],
+    ids=["branch", "slice", "through-an-input"],
+)
+def test_a_capture_refuses_to_read_a_value_computed_from_its_inputs(read):
+    # the capture would record the value at the example: a graph wrong at other inputs
+    with pytest.raises(RuntimeError, match="data-dependent"):
+        backends.capture(read, (X,))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["graph", "aot", "make_fx"])
 def test_each_backend_agrees_with_eager_mode(backend, monkeypatch, tmp_path):

@@ -197,7 +197,51 @@ def capture(fn: Callable, example_inputs: Sequence[torch.Tensor]) -> torch.fx.Gr
     from torch.fx.experimental.proxy_tensor import make_fx
 
     with _tracing_context(), keeping_rng(example_inputs), _one_fake_mode():
-        return _fold_constants(make_fx(fn)(*example_inputs))
+        graph = make_fx(fn, **_constant_reads(make_fx))(*example_inputs)
+    _refuse_input_reads(graph)
+    return _fold_constants(graph)
+
+
+def _constant_reads(make_fx: Callable) -> dict:
+    """The options of ``make_fx`` under which Python may read the value of a tensor
+    (``.item()``, ``int()``, a ``for`` loop over its elements, a slice bound): the
+    length of a sequence in the model's data, the indices of a sequential plate, as
+    Pyro's HMM and annotation examples are written. ``make_fx`` refuses every such read
+    by default, of a constant as of a value computed from the inputs;
+    :func:`_refuse_input_reads` refuses the second kind after the capture. Empty for a
+    PyTorch whose ``make_fx`` has no such option (every read refused, as before)."""
+    import inspect
+
+    option = "_error_on_data_dependent_ops"
+    return {option: False} if option in inspect.signature(make_fx).parameters else {}
+
+
+def _refuse_input_reads(graph: torch.fx.GraphModule) -> None:
+    """Refuse a captured graph in which an operator whose output depends on the values
+    of its operands (``_local_scalar_dense`` of a read, ``nonzero``, ``equal``: tagged
+    ``data_dependent_output``) reads a tensor computed from the graph's inputs: the
+    capture recorded the value it read at the example (a branch on a latent value, a
+    shape that depends on one), which later calls would not follow. Reads of tensors
+    that depend on no input (the model's data, tensors made from Python numbers) are
+    constants.
+
+    :raises RuntimeError: naming the operator (a "data-dependent" capture failure, see
+        :data:`KNOWN_LIMITS`).
+    """
+    from_inputs: Set[torch.fx.Node] = set()
+    for node in graph.graph.nodes:
+        if node.op == "placeholder" or any(a in from_inputs for a in node.all_input_nodes):
+            from_inputs.add(node)
+        target = node.target
+        if (
+            node in from_inputs
+            and isinstance(target, torch._ops.OpOverload)
+            and torch.Tag.data_dependent_output in target.tags
+        ):
+            raise RuntimeError(
+                "data-dependent operator {} reads a value computed from the inputs (Python "
+                "control flow or a shape that depends on a latent value)".format(target)
+            )
 
 
 def _on_inputs(compiled: Callable, example_inputs: Sequence[torch.Tensor]) -> Callable:
