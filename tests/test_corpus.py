@@ -16,7 +16,6 @@ the package, never a reason to rewrite the model.
 from __future__ import annotations
 
 import functools
-import logging
 from typing import Optional
 
 import pyro
@@ -34,7 +33,6 @@ from test_bridge_checks import (
     _support_from_latent_in_a_plate,
     _support_from_latent_wrapped,
 )
-from test_compile_backends import needs_reads
 from test_real_models import _codes_from_samples
 
 import pyro_gwg
@@ -280,35 +278,6 @@ def test_batched_chains_match_the_exact_posterior(name, kernel):
     sizes = FEWER.get(name, sizes_of(kernel))
     worst = assert_exact(_run(name, kernel, pyro_gwg.MCMC, sizes), _ground_truth(name), ALPHA)
     print("{} {}: max |z| {:.2f}".format(name, kernel, worst))
-
-
-#: models whose transition Python reads constants in (the length of each sequence in the
-#: data, the indices of a sequential plate, a count computed from the data): the default
-#: mode captures them (backends.capture reads constants) and runs the captured graph
-CONSTANT_READS = ["port:hmm_model_1", "port:hmm_model_3", "port:dawid_skene"]
-
-
-@needs_reads
-@pytest.mark.parametrize("name", CONSTANT_READS)
-def test_captured_transitions_that_read_constants_match_the_exact_posterior(name, caplog):
-    entry = CORPUS[name]
-    num_chains, num_samples, warmup = 8, 300, 30
-    pyro.set_rng_seed(0)
-    sampler = pyro_gwg.GWG(entry.model, **entry.options)  # the default mode
-    mcmc = pyro_gwg.MCMC(
-        sampler,
-        num_samples=num_samples,
-        warmup_steps=warmup,
-        num_chains=num_chains,
-        disable_progbar=True,
-    )
-    with caplog.at_level(logging.DEBUG, logger="pyro_gwg.compile"):
-        mcmc.run(*entry.args)
-    assert "failed" not in caplog.text  # (the captured graph ran)
-    samples = mcmc.get_samples(group_by_chain=True)
-    codes = _codes_from_samples(mcmc.draws.decoder, samples, num_chains)
-    worst = assert_exact(codes, _ground_truth(name), ALPHA)
-    print("{} captured: max |z| {:.2f}".format(name, worst))
 
 
 # pyro.infer.MCMC runs its chains one after the other (tests/conftest.py), one
