@@ -141,7 +141,7 @@ def _reads_allowed() -> bool:
     return bool(backends._constant_reads(make_fx))
 
 
-#: PyTorch's make_fx lets Python read values from 2.2 on (PyTorch 2.1 refuses every read)
+#: whether this PyTorch's make_fx lets Python read values (PyTorch 2.1's refuses every read)
 needs_reads = pytest.mark.skipif(not _reads_allowed(), reason="this make_fx refuses every read")
 
 
