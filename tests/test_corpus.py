@@ -170,11 +170,11 @@ def test_gwg_runs_in_pyro_mcmc(name):
 
 
 @pytest.mark.parametrize("name", list(CORPUS))
-def test_the_default_transition_is_captured(name):
+def test_the_default_transition_is_captured(name, caplog):
     # (see capture.assert_default_capture)
     entry = CORPUS[name]
     sampler = pyro_gwg.GWG(entry.model, **{**entry.options, "jit_compile": "auto"})
-    assert_default_capture(sampler, *entry.args)
+    assert_default_capture(sampler, caplog, *entry.args)
 
 
 # the must-refuse corpus: the models of tests/test_bridge_checks.py's "bad input" section that

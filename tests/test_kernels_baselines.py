@@ -273,11 +273,11 @@ ALL_KERNELS = {
 
 @pytest.mark.parametrize("kernel", ["gwg", "gibbs"])
 @pytest.mark.parametrize("name", sorted(MODELS))
-def test_the_default_transition_of_every_model_is_captured(name, kernel):
+def test_the_default_transition_of_every_model_is_captured(name, kernel, caplog):
     # (see capture.assert_default_capture)
     model, args = MODELS[name]
     pyro.set_rng_seed(0)
-    assert_default_capture(ALL_KERNELS[kernel](model), *args)
+    assert_default_capture(ALL_KERNELS[kernel](model), caplog, *args)
 
 
 @pytest.mark.parametrize("kernel", sorted(ALL_KERNELS))

@@ -183,16 +183,19 @@ def capture(fn: Callable, example_inputs: Sequence[torch.Tensor]) -> torch.fx.Gr
     ``example_inputs`` under :func:`~torch.fx.experimental.proxy_tensor.make_fx` (which
     follows :func:`torch.func.vmap`, ``torch.autograd.grad`` and tensors made from
     Python numbers), parameters in the param store frozen and validation off, without
-    taking random numbers from the caller's stream; subgraphs that read no input are
-    folded into constants (:func:`_fold_constants`). Calling the graph runs each
-    operator in turn, random operators included (a call draws what the function
-    itself would draw from the global generator).
+    taking random numbers from the caller's stream; Python may read the values of
+    tensors that depend on no input (:func:`_constant_reads`), and a graph that read a
+    value computed from the inputs is refused (:func:`_refuse_input_reads`); subgraphs
+    that read no input are folded into constants (:func:`_fold_constants`). Calling
+    the graph runs each operator in turn, random operators included (a call draws
+    what the function itself would draw from the global generator).
 
     :param callable fn: a function of tensors returning a tuple of tensors.
     :param example_inputs: example arguments (their shapes, dtypes and devices are
         those of every later call).
     :rtype: torch.fx.GraphModule
-    :raises Exception: whatever ``fn`` raises under the capture.
+    :raises Exception: whatever ``fn`` raises under the capture (a ``RuntimeError``
+        naming a "data-dependent" operator for a read of an input's value).
     """
     from torch.fx.experimental.proxy_tensor import make_fx
 
